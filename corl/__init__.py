@@ -1,0 +1,29 @@
+"""corl: cooperative, label-free, multi-agent reinforcement learning for reasoning models.
+
+Importing corl is cheap: torch and transformers load only inside the components that need them.
+"""
+
+from corl.errors import ConfigError, CorlError, PluginError
+from corl.plugins import hookimpl
+from corl.protocols import Agent, Aggregator, AnswerVerifier, Optimizer, RewardRouter, Sampler, Task
+from corl.types import Context, Prompt, PseudoLabel, Rollout, StepMetrics, Vote
+
+__all__ = [
+    "Agent", "Aggregator", "AnswerVerifier", "ConfigError", "Context", "CorlError", "Optimizer", "PluginError",
+    "Prompt", "PseudoLabel", "RewardRouter", "Rollout", "Sampler", "StepMetrics", "Task", "Vote", "hookimpl",
+    "load_recipe", "run",
+]
+
+
+def load_recipe(*args, **kwargs):
+    """See :func:`corl.recipe.load_recipe`."""
+    from corl.recipe import load_recipe
+
+    return load_recipe(*args, **kwargs)
+
+
+def run(*args, **kwargs):
+    """See :func:`corl.run.run`: run a recipe, optionally with component objects built in code."""
+    from corl.run import run
+
+    return run(*args, **kwargs)

@@ -1,0 +1,166 @@
+"""The ``hf`` agent and sampler: a transformers causal LM, sampled with batched ``generate``.
+
+Sampling keeps the behaviour policy's log-probs (from the raw logits at the sampling
+temperature), so the optimizer's first ratio is exactly 1 and no extra forward pass is needed.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Literal, Sequence
+
+import attrs
+
+from corl.errors import CorlError
+from corl.plugins import hookimpl
+from corl.types import Prompt, Rollout
+
+v = attrs.validators
+
+
+@attrs.frozen
+class HFAgentConfig:
+    model: str = attrs.field(metadata={"help": "zoo:NAME (built and warm-started here), a local HF folder, or a hub id"})
+    dtype: Literal["float32", "bfloat16"] = attrs.field(default="float32", metadata={
+        "help": "weights' dtype; log-prob and loss math stays in float32"})
+    device: str = attrs.field(default="cpu", metadata={"help": "torch device, e.g. cpu or cuda:0"})
+
+
+@attrs.frozen
+class SampleBatch:
+    """Token-level payload of a rollout, rows prompt-major (row = prompt * n + sample)."""
+
+    sequences: object  # [R, P + T] prompt (left-padded) + completion
+    attention_mask: object  # [R, P + T], zero on padding and after the first EOS
+    completion_mask: object  # [R, T], one up to and including the first EOS
+    old_logprobs: object  # [R, T] sampling-time log-probs at ``temperature``
+    prompt_len: int
+    temperature: float
+
+
+class HFAgent:
+    def __init__(self, config: HFAgentConfig, ctx):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # corl draws its own progress
+        self.name, self.config = ctx.agent_name, config
+        source = config.model
+        if source.startswith("zoo:"):
+            from corl import zoo
+
+            seed = ctx.task.split("seed")
+            examples = [(p.text, str(p.label)) for p in seed]
+            source = str(zoo.resolve(source[4:], examples, ctx.spec.zoo, log=ctx.log))
+        dtype = getattr(torch, config.dtype)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(source)
+            self.model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(config.device)
+        except (OSError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CorlError(f"agent {self.name!r}: cannot load model {config.model!r}: {first}") from None
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.model.eval()  # no dropout: training log-probs must match sampling ones
+        self.reference = None
+
+    def parameters(self):
+        return self.model.parameters()
+
+    def freeze_reference(self) -> None:
+        self.reference = copy.deepcopy(self.model).requires_grad_(False).eval()
+
+    def token_logprobs(self, batch: SampleBatch, rows, *, reference: bool = False):
+        import torch
+
+        model = self.reference if reference else self.model
+        if model is None:
+            raise RuntimeError(f"agent {self.name!r}: reference log-probs asked before freeze_reference()")
+        mask = batch.attention_mask[rows]
+        # Left padding shifts absolute positions; GPT-2 needs them explicit (RoPE families don't care).
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        logits = model(input_ids=batch.sequences[rows], attention_mask=mask, position_ids=positions).logits
+        logits = logits[:, batch.prompt_len - 1: -1].float() / batch.temperature
+        logp_all = logits.log_softmax(-1)
+        target = batch.sequences[rows, batch.prompt_len:]
+        logp = logp_all.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+        with torch.no_grad():
+            entropy = -(logp_all.exp() * logp_all).sum(-1)
+        return logp, entropy
+
+    def save(self, path: str) -> None:
+        self.model.save_pretrained(path)
+        self.tokenizer.save_pretrained(path)
+
+
+@attrs.frozen
+class HFSamplerConfig:
+    temperature: float = attrs.field(default=1.0, validator=v.gt(0), metadata={"help": "sampling temperature"})
+    top_p: float = attrs.field(default=1.0, validator=[v.gt(0), v.le(1)], metadata={"help": "nucleus sampling mass"})
+    top_k: int = attrs.field(default=0, validator=v.ge(0), metadata={"help": "top-k sampling (0: off)"})
+    max_new_tokens: int = attrs.field(default=8, validator=v.ge(1), metadata={"help": "completion length limit"})
+    batch_size: int = attrs.field(default=1024, validator=v.ge(1), metadata={
+        "help": "sequences per generate call (prompts x samples); bounds memory"})
+
+
+class HFSampler:
+    """Batched ``generate`` with the KV cache; N samples per prompt in one call."""
+
+    def __init__(self, config: HFSamplerConfig, ctx=None):
+        self.config = config
+
+    def sample(self, agent: HFAgent, prompts: Sequence[Prompt], n: int, *, greedy: bool = False,
+               temperature: float | None = None) -> Rollout:
+        import torch
+
+        cfg, tok, model = self.config, agent.tokenizer, agent.model
+        temp = 1.0 if greedy else (temperature or cfg.temperature)
+        enc = tok([p.text for p in prompts], return_tensors="pt", padding=True).to(model.device)
+        prompt_ids = enc["input_ids"].repeat_interleave(n, 0)
+        prompt_mask = enc["attention_mask"].repeat_interleave(n, 0)
+        eos = tok.eos_token_id
+        pieces = []
+        with torch.no_grad():
+            for start in range(0, len(prompt_ids), cfg.batch_size):
+                ids, am = prompt_ids[start:start + cfg.batch_size], prompt_mask[start:start + cfg.batch_size]
+                out = model.generate(
+                    input_ids=ids, attention_mask=am, do_sample=not greedy, temperature=temp if not greedy else None,
+                    top_p=cfg.top_p if not greedy else None, top_k=cfg.top_k or None,
+                    max_new_tokens=cfg.max_new_tokens, pad_token_id=tok.pad_token_id, eos_token_id=eos,
+                    output_logits=True, return_dict_in_generate=True)
+                completion = out.sequences[:, ids.shape[1]:]
+                # Raw logits, not processed scores: top-p / min-length masks must not leak in.
+                logits = torch.stack(out.logits, 1).float() / temp
+                logp = logits.log_softmax(-1).gather(-1, completion.unsqueeze(-1)).squeeze(-1)
+                pieces.append((completion, logp))
+        width = max(c.shape[1] for c, _ in pieces)
+        completion = torch.cat([torch.nn.functional.pad(c, (0, width - c.shape[1]), value=tok.pad_token_id) for c, _ in pieces])
+        logp = torch.cat([torch.nn.functional.pad(lp, (0, width - lp.shape[1])) for _, lp in pieces])
+        is_eos = completion == eos
+        # Up to and including the first EOS; generate pads finished rows with pad_token_id.
+        cmask = ((is_eos.cumsum(1) - is_eos.long()) == 0).long()
+        logp = logp * cmask
+        lengths = cmask.sum(1)
+        body = completion.masked_fill(is_eos | (cmask == 0), tok.pad_token_id)
+        texts = tok.batch_decode(body, skip_special_tokens=True)
+        conf = (logp.sum(1) / lengths.clamp(min=1)).tolist()
+        batch = SampleBatch(sequences=torch.cat([prompt_ids, completion], 1),
+                            attention_mask=torch.cat([prompt_mask, cmask], 1), completion_mask=cmask,
+                            old_logprobs=logp, prompt_len=prompt_ids.shape[1], temperature=temp)
+
+        def grid(values):
+            return tuple(tuple(values[p * n:(p + 1) * n]) for p in range(len(prompts)))
+
+        return Rollout(agent=agent.name, prompts=tuple(prompts), texts=grid(texts), lengths=grid(lengths.tolist()),
+                       confidences=grid(conf), batch=batch)
+
+    def sync(self, agent: HFAgent) -> None:
+        """Sampling reads the trainer's own weights: nothing to push."""
+
+
+@hookimpl
+def corl_register_components(registry):
+    registry.add("agent", "hf", HFAgent, HFAgentConfig, help="transformers causal LM")
+    registry.add("sampler", "hf", HFSampler, HFSamplerConfig, help="batched transformers generate with KV cache")

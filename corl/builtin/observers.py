@@ -1,0 +1,172 @@
+"""Built-in observers: console progress and table, metrics.jsonl, tensorboard, final checkpoints.
+
+Each is a small class built per run and registered on the run's plugin manager, so it receives
+the ``corl_on_*`` hooks like any third-party observer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import attrs
+
+from corl.plugins import hookimpl
+
+
+@attrs.frozen
+class NoConfig:
+    pass
+
+
+def _agent_scalars(metrics) -> dict[str, dict[str, float]]:
+    return {name: dict(values) for name, values in metrics.agents.items()}
+
+
+class ConsoleObserver:
+    """A progress bar while training and a before/after table at the end (rich)."""
+
+    def __init__(self, config=None, ctx=None):
+        from rich.console import Console
+
+        self.console = Console(stderr=True)
+        self.progress = None
+
+    @hookimpl
+    def corl_on_run_start(self, run):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeRemainingColumn(), TextColumn("{task.fields[info]}"), console=self.console,
+                                 transient=True)
+        self.task = self.progress.add_task(f"co-rl {run.spec.run.name}", total=run.spec.run.steps, info="")
+        self.progress.start()
+
+    @hookimpl
+    def corl_on_step_end(self, run, step, metrics):
+        info = "  ".join(f"{n}: r={m['reward_mean']:.2f}" for n, m in metrics.agents.items())
+        self.progress.update(self.task, advance=1, info=info)
+
+    @hookimpl
+    def corl_on_eval_end(self, run, step, results):
+        text = "  ".join(f"{n} pass@1={r['pass@1']:.3f}" for n, r in results.items())
+        self.console.print(f"eval step {step}: {text}")
+
+    @hookimpl
+    def corl_on_run_end(self, run, summary):
+        from rich.table import Table
+
+        if self.progress is not None:
+            self.progress.stop()
+        if not any(summary["agents"].values()):
+            return
+        k = summary["eval_k"]
+        cols = ["greedy", "pass@1", f"maj@{k}"]
+        table = Table(title=f"{summary['name']}: held-out accuracy before -> after {summary['steps']} steps "
+                            f"({summary['eval_prompts']} prompts, k={k}, {summary['seconds']:.0f}s)")
+        table.add_column("agent")
+        for c in cols:
+            table.add_column(c, justify="right")
+        table.add_column("best pass@1", justify="right")
+        for name, s in summary["agents"].items():
+            cells = [f"{s['before'][c]:.3f} -> {s['after'][c]:.3f} ({100 * (s['after'][c] - s['before'][c]):+.1f})"
+                     for c in cols]
+            table.add_row(name, *cells, f"{s['best']['pass@1']:.3f} @{s['best_step']}")
+        from rich.console import Console
+
+        Console(width=max(120, shutil.get_terminal_size().columns)).print(table)  # the result goes to stdout
+        print(f"outputs: {run.output_dir}")
+
+
+class JsonlObserver:
+    """One JSON line per training step and per evaluation in ``metrics.jsonl``."""
+
+    def __init__(self, config=None, ctx=None):
+        self.file = None
+
+    @hookimpl
+    def corl_on_run_start(self, run):
+        self.file = open(run.output_dir / "metrics.jsonl", "w")
+
+    def _write(self, record):
+        self.file.write(json.dumps(record) + "\n")
+        self.file.flush()
+
+    @hookimpl
+    def corl_on_step_end(self, run, step, metrics):
+        self._write({"kind": "train", "step": step, "seconds": metrics.seconds, "agents": _agent_scalars(metrics)})
+
+    @hookimpl
+    def corl_on_eval_end(self, run, step, results):
+        self._write({"kind": "eval", "step": step, "agents": results})
+
+    @hookimpl
+    def corl_on_run_end(self, run, summary):
+        self.file.close()
+
+
+class TensorboardObserver:
+    """Scalars per agent per step under ``output_dir/tensorboard`` (``train/<agent>/<metric>``)."""
+
+    def __init__(self, config=None, ctx=None):
+        self.writer = None
+
+    @hookimpl
+    def corl_on_run_start(self, run):
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(log_dir=str(run.output_dir / "tensorboard"))
+
+    @hookimpl
+    def corl_on_step_end(self, run, step, metrics):
+        for name, values in metrics.agents.items():
+            for key, value in values.items():
+                self.writer.add_scalar(f"train/{name}/{key}", value, step)
+        self.writer.add_scalar("train/step_seconds", metrics.seconds, step)
+
+    @hookimpl
+    def corl_on_eval_end(self, run, step, results):
+        for name, values in results.items():
+            for key, value in values.items():
+                self.writer.add_scalar(f"eval/{name}/{key}", value, step)
+        self.writer.flush()
+
+    @hookimpl
+    def corl_on_run_end(self, run, summary):
+        self.writer.close()
+
+
+class CheckpointObserver:
+    """Final HF-format checkpoints, one folder per agent, written atomically."""
+
+    def __init__(self, config=None, ctx=None):
+        pass
+
+    @hookimpl
+    def corl_on_run_end(self, run, summary):
+        root = Path(run.output_dir) / "checkpoints"
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=root, prefix=".final-"))
+        try:
+            for slot in run.agents:
+                slot.agent.save(str(tmp / slot.name))
+            (tmp / "summary.json").write_text(json.dumps(summary, indent=2))
+            final = root / "final"
+            if final.exists():
+                old = root / f".old-{os.getpid()}"
+                os.replace(final, old)
+                shutil.rmtree(old)
+            os.replace(tmp, final)  # readers see the old or the new checkpoint, never half of one
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+@hookimpl
+def corl_register_components(registry):
+    registry.add("observer", "console", ConsoleObserver, NoConfig, help="progress bar and before/after table")
+    registry.add("observer", "jsonl", JsonlObserver, NoConfig, help="metrics.jsonl")
+    registry.add("observer", "tensorboard", TensorboardObserver, NoConfig, help="tensorboard event files")
+    registry.add("observer", "checkpoint", CheckpointObserver, NoConfig, help="final HF checkpoints per agent")

@@ -1,0 +1,19 @@
+"""User-facing errors: one family, printed on one line without a traceback, exit status 2."""
+
+
+class CorlError(Exception):
+    """A mistake the user can fix (a recipe, a data file, a model path)."""
+
+    exit_code = 2
+
+
+class ConfigError(CorlError):
+    """A recipe or command-line override is invalid. ``problems`` holds one line per mistake."""
+
+    def __init__(self, *problems: str):
+        self.problems = tuple(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class PluginError(CorlError):
+    """A plugin failed to load or broke the hook contract; the message names the plugin."""

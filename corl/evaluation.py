@@ -1,0 +1,36 @@
+"""Held-out evaluation: greedy accuracy, pass@1 averaged over k samples, maj@k and pass@k."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from corl.protocols import Agent, Aggregator, Sampler, Task
+from corl.types import Prompt, Vote
+
+
+def evaluate(agent: Agent, sampler: Sampler, task: Task, prompts: Sequence[Prompt], aggregator: Aggregator,
+             k: int, temperature: float) -> dict[str, float]:
+    """Score ``agent`` on labeled ``prompts``; maj@k votes through ``aggregator``."""
+    verifier = task.verifier
+    if not prompts:
+        return {}
+
+    def correct(text: str, label: Any) -> bool:
+        answer = verifier.extract(text)
+        return answer is not None and verifier.equivalent(answer, label)
+
+    greedy = sampler.sample(agent, prompts, 1, greedy=True)
+    sampled = sampler.sample(agent, prompts, k, temperature=temperature)
+    hits = [[correct(t, p.label) for t in texts] for p, texts in zip(prompts, sampled.texts)]
+    votes = [[Vote(verifier.extract(t), agent.name, c) for t, c in zip(texts, confs)]
+             for texts, confs in zip(sampled.texts, sampled.confidences)]
+    labels = aggregator.aggregate(votes, verifier)
+    n = len(prompts)
+    return {
+        "greedy": sum(correct(texts[0], p.label) for p, texts in zip(prompts, greedy.texts)) / n,
+        "pass@1": sum(sum(h) / k for h in hits) / n,
+        f"maj@{k}": sum(lab.answer is not None and verifier.equivalent(lab.answer, p.label)
+                        for p, lab in zip(prompts, labels)) / n,
+        f"pass@{k}": sum(any(h) for h in hits) / n,
+        "length": sum(sum(ls) for ls in sampled.lengths) / (n * k),
+    }

@@ -1,0 +1,212 @@
+"""The Co-RL loop. One step: sample, extract, vote, route, optimize, sync, observe.
+
+The run talks to components only through :mod:`corl.protocols`; which components it gets is
+decided by the recipe and the registry (or by objects handed in by an embedding program).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import attrs
+
+from corl import recipe as recipe_mod
+from corl.errors import CorlError
+from corl.evaluation import evaluate
+from corl.plugins import Registry, build_registry, make_plugin_manager
+from corl.protocols import Aggregator, RewardRouter, Task
+from corl.types import Context, Prompt, StepMetrics, Vote
+
+
+@attrs.define
+class AgentSlot:
+    """An agent with the sampler and optimizer that serve it."""
+
+    name: str
+    agent: Any
+    sampler: Any
+    optimizer: Any
+
+
+class Run:
+    """A Co-RL run built from a validated :class:`~corl.recipe.RunSpec`.
+
+    ``task``, ``aggregator`` and ``router`` may be passed as ready objects (dependency
+    injection); ``plugins`` are extra plugin objects (observers, components) for this run only.
+    """
+
+    def __init__(self, spec: recipe_mod.RunSpec, *, plugins: Sequence[Any] = (), pm=None,
+                 task: Task | None = None, aggregator: Aggregator | None = None,
+                 router: RewardRouter | None = None, log=None):
+        self.spec = spec
+        self.pm = pm or make_plugin_manager(plugins)
+        self.registry: Registry = build_registry(self.pm)
+        self.output_dir = spec.output_dir
+        self._given = {"task": task, "aggregator": aggregator, "router": router}
+        self.log = log or print
+        self.agents: list[AgentSlot] = []
+        self.history: list[dict[str, Any]] = []
+        self.evals: dict[int, dict[str, dict[str, float]]] = {}
+
+    # -- building -------------------------------------------------------------------------------
+
+    def _build(self, kind: str, spec: recipe_mod.ComponentSpec, ctx: Context) -> Any:
+        component = self.registry.get(kind, spec.type)
+        try:
+            return component.factory(spec.config, ctx)
+        except CorlError:
+            raise
+        except Exception as exc:
+            raise RuntimeError(f"{kind} {spec.type!r} (plugin {component.plugin}) failed to build: {exc}") from exc
+
+    def setup(self) -> None:
+        import torch
+
+        spec = self.spec
+        random.seed(spec.run.seed)
+        torch.manual_seed(spec.run.seed)
+        torch.set_num_threads(spec.run.threads or os.cpu_count() or 1)
+        ctx = Context(spec=spec, seed=spec.run.seed, log=self.log)
+        self.task = self._given["task"] or self._build("task", spec.task, ctx)
+        self.train = list(self.task.split("train"))
+        if not self.train:
+            raise CorlError("task: the train split is empty")
+        self.eval_prompts = list(self.task.split("eval"))[: spec.eval.size] if spec.eval.size else []
+        ctx = attrs.evolve(ctx, task=self.task)
+        for a in spec.agents:
+            actx = attrs.evolve(ctx, agent_name=a.name)
+            agent = self._build("agent", a.agent, actx)
+            actx = attrs.evolve(actx, agent=agent)
+            self.agents.append(AgentSlot(a.name, agent, self._build("sampler", a.sampler, actx),
+                                         self._build("optimizer", a.optimizer, actx)))
+        self.aggregator = self._given["aggregator"] or self._build("aggregator", spec.voting.aggregator, ctx)
+        self.router = self._given["router"] or self._build("router", spec.topology, ctx)
+        for name in spec.run.observers:
+            self.pm.register(self.registry.get("observer", name).factory(None, ctx), name=f"observer:{name}")
+        self._order = random.Random(spec.run.seed)
+        self._cursor, self._epoch_order = 0, []
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def next_prompts(self) -> list[Prompt]:
+        out = []
+        while len(out) < self.spec.run.prompts_per_step:
+            if self._cursor >= len(self._epoch_order):
+                self._epoch_order = list(range(len(self.train)))
+                self._order.shuffle(self._epoch_order)
+                self._cursor = 0
+            out.append(self.train[self._epoch_order[self._cursor]])
+            self._cursor += 1
+        return out
+
+    def step(self, step: int) -> StepMetrics:
+        start = time.perf_counter()
+        spec, verifier = self.spec, self.task.verifier
+        prompts = self.next_prompts()
+        rollouts, votes, labels, metrics = {}, {}, {}, {}
+        for slot in self.agents:
+            t0 = time.perf_counter()
+            rollout = slot.sampler.sample(slot.agent, prompts, spec.voting.n_votes)
+            rollouts[slot.name] = rollout
+            votes[slot.name] = [[Vote(verifier.extract(t), slot.name, c) for t, c in zip(texts, confs)]
+                                for texts, confs in zip(rollout.texts, rollout.confidences)]
+            metrics[slot.name] = {"time/sample": time.perf_counter() - t0}
+        t0 = time.perf_counter()
+        for slot in self.agents:
+            labels[slot.name] = self.aggregator.aggregate(votes[slot.name], verifier)
+        truth = [p.label for p in prompts]
+        has_truth = all(t is not None for t in truth)
+        rewards = self.router.route(votes, labels, verifier, self.aggregator,
+                                    truth if self.router.supervised else None)
+        route_time = (time.perf_counter() - t0) / len(self.agents)
+        for slot in self.agents:
+            m = metrics[slot.name]
+            m["time/vote_route"] = route_time
+            train_rewards = [r[: spec.voting.n_train] for r in rewards[slot.name]]
+            flat = [x for r in train_rewards for x in r]
+            t0 = time.perf_counter()
+            m.update(slot.optimizer.step(rollouts[slot.name], train_rewards))
+            slot.sampler.sync(slot.agent)
+            m["time/update"] = time.perf_counter() - t0
+            m["reward_mean"] = statistics.fmean(flat)
+            m["reward_std"] = statistics.pstdev(flat)
+            m["label_share"] = statistics.fmean(lab.share for lab in labels[slot.name])
+            m["answered"] = statistics.fmean(v.answer is not None for vs in votes[slot.name] for v in vs)
+            m["completion_length"] = statistics.fmean(x for ls in rollouts[slot.name].lengths for x in ls)
+            if has_truth:  # hidden labels: monitoring only, never handed to a label-free router
+                m["label_accuracy"] = statistics.fmean(
+                    lab.answer is not None and verifier.equivalent(lab.answer, t)
+                    for lab, t in zip(labels[slot.name], truth))
+                correct = [[float(v.answer is not None and verifier.equivalent(v.answer, t)) for v in vs[: spec.voting.n_train]]
+                           for vs, t in zip(votes[slot.name], truth)]
+                m["reward_accuracy"] = statistics.fmean(
+                    float(r == c) for rs, cs in zip(train_rewards, correct) for r, c in zip(rs, cs))
+                m["train_accuracy"] = statistics.fmean(x for cs in correct for x in cs)
+        result = StepMetrics(step=step, agents=metrics, seconds=time.perf_counter() - start)
+        self.history.append({"step": step, "seconds": result.seconds, "agents": metrics})
+        self.pm.hook.corl_on_step_end(run=self, step=step, metrics=result)
+        return result
+
+    def evaluate(self, step: int) -> dict[str, dict[str, float]]:
+        if not self.eval_prompts:
+            return {}
+        results = {slot.name: evaluate(slot.agent, slot.sampler, self.task, self.eval_prompts, self.aggregator,
+                                       self.spec.eval.k, self.spec.eval.temperature) for slot in self.agents}
+        self.evals[step] = results
+        self.pm.hook.corl_on_eval_end(run=self, step=step, results=results)
+        return results
+
+    def execute(self) -> dict[str, Any]:
+        """Build everything, evaluate, train ``run.steps`` steps, evaluate, and return the summary."""
+        started = time.perf_counter()
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        (self.output_dir / "recipe.json").write_text(json.dumps(recipe_mod.to_dict(self.spec), indent=2))
+        self.setup()
+        self.pm.hook.corl_on_run_start(run=self)
+        self.evaluate(0)
+        steps = self.spec.run.steps
+        every = self.spec.eval.every
+        for step in range(1, steps + 1):
+            self.step(step)
+            if every and step % every == 0 and step != steps:
+                self.evaluate(step)
+        if steps:
+            self.evaluate(steps)
+        summary = self.summary(time.perf_counter() - started)
+        (self.output_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        self.pm.hook.corl_on_run_end(run=self, summary=summary)
+        return summary
+
+    def summary(self, seconds: float) -> dict[str, Any]:
+        agents: dict[str, Any] = {}
+        steps = sorted(self.evals)
+        for slot in self.agents:
+            if not steps:
+                agents[slot.name] = {}
+                continue
+            best = max(steps, key=lambda s: (self.evals[s][slot.name].get("pass@1", 0.0), -s))
+            agents[slot.name] = {"before": self.evals[steps[0]][slot.name], "after": self.evals[steps[-1]][slot.name],
+                                 "best": self.evals[best][slot.name], "best_step": best}
+        return {"name": self.spec.run.name, "steps": self.spec.run.steps, "seconds": round(seconds, 2),
+                "eval_prompts": len(self.eval_prompts), "eval_k": self.spec.eval.k, "agents": agents}
+
+
+def run(recipe: str | Path | Mapping[str, Any] | recipe_mod.RunSpec, overrides: Sequence[str] = (), *,
+        plugins: Sequence[Any] = (), **components: Any) -> dict[str, Any]:
+    """Run Co-RL from a recipe (path, table or spec) and return the summary.
+
+    ``components`` may hold ready ``task``, ``aggregator`` and ``router`` objects that replace
+    the recipe's; ``plugins`` are plugin objects registered for this run only.
+    """
+    pm = make_plugin_manager(plugins)
+    if isinstance(recipe, recipe_mod.RunSpec):
+        spec = recipe
+    else:
+        spec = recipe_mod.load_recipe(recipe, list(overrides), registry=build_registry(pm))
+    return Run(spec, pm=pm, **components).execute()

@@ -1,0 +1,84 @@
+"""Plain data that flows through a Co-RL step. No torch here: this is the contract."""
+
+from __future__ import annotations
+
+from typing import Any, Hashable, Mapping
+
+import attrs
+
+
+@attrs.frozen
+class Prompt:
+    """One task prompt. ``label`` is the hidden ground truth (None when the data has none).
+
+    The run keeps labels aside for monitoring and evaluation; a label-free router never sees them.
+    """
+
+    id: str
+    text: str
+    label: Any = None
+
+
+@attrs.frozen
+class Vote:
+    """One completion's say in a vote: its extracted answer (None = no answer), who cast it and
+    how confident the sampler was (mean token log-prob)."""
+
+    answer: Hashable | None
+    agent: str
+    confidence: float = 0.0
+
+
+@attrs.frozen
+class PseudoLabel:
+    """The result of a vote over one prompt's answers. ``answer`` is None when nobody answered
+    (or on a tie, when the aggregator declines to break it)."""
+
+    answer: Hashable | None
+    share: float  # winning weight / total weight of valid votes, 0 when answer is None
+    counts: Mapping[Hashable, float]  # weight per answer group, keyed by each group's representative
+
+
+@attrs.frozen
+class Rollout:
+    """An agent's samples for a batch of prompts, prompt-major: ``texts[p][s]``.
+
+    ``batch`` is the engine's own payload (token ids, masks, sampling-time log-probs) that the
+    agent and its optimizer read; the run never looks inside it.
+    """
+
+    agent: str
+    prompts: tuple[Prompt, ...]
+    texts: tuple[tuple[str, ...], ...]
+    lengths: tuple[tuple[int, ...], ...]  # completion tokens, EOS included
+    confidences: tuple[tuple[float, ...], ...]  # mean sampling-time log-prob per completion
+    batch: Any = None
+
+    @property
+    def n(self) -> int:
+        return len(self.texts[0]) if self.texts else 0
+
+
+@attrs.frozen
+class StepMetrics:
+    """Metrics of one step: ``agents[name][metric] = value`` plus run-level values."""
+
+    step: int
+    agents: Mapping[str, Mapping[str, float]]
+    seconds: float
+
+
+@attrs.frozen
+class Context:
+    """What a component factory may draw on: injected by the run, never looked up globally.
+
+    Every factory is called as ``factory(config, ctx)``. ``agent`` is set for samplers and
+    optimizers (the agent they serve); ``task`` once the task is built.
+    """
+
+    spec: Any
+    seed: int
+    log: Any = print
+    task: Any = None
+    agent: Any = None
+    agent_name: str = ""
