@@ -44,7 +44,7 @@ def cmd_validate(args) -> int:
 def cmd_run(args) -> int:
     from corl.plugins import build_registry, make_plugin_manager
     from corl.recipe import load_recipe
-    from corl.run import Run
+    from corl.runner import Run
 
     pm = make_plugin_manager()
     spec = load_recipe(_resolve_recipe(args.recipe), args.set, registry=build_registry(pm))

@@ -24,7 +24,7 @@ def corl_register_components(registry: Any) -> None:
 def corl_on_run_start(run: Any) -> None:
     """Called once the run's components are built, before the first evaluation.
 
-    ``run`` is the :class:`corl.run.Run`: ``run.spec``, ``run.agents``, ``run.output_dir``.
+    ``run`` is the :class:`corl.runner.Run`: ``run.spec``, ``run.agents``, ``run.output_dir``.
     """
 
 

@@ -86,7 +86,7 @@ def make_plugin_manager(plugins: Iterable[Any] = (), autoload: bool | None = Non
         except Exception as exc:  # a broken third-party package must name itself
             raise PluginError(f"loading entry points of group {ENTRY_POINT_GROUP!r} failed: {exc}") from exc
     for plugin in plugins:
-        pm.register(plugin)
+        pm.register(plugin, name=_plugin_name(pm, plugin))
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
@@ -94,9 +94,19 @@ def make_plugin_manager(plugins: Iterable[Any] = (), autoload: bool | None = Non
     return pm
 
 
+def _plugin_name(pm: pluggy.PluginManager, plugin: Any) -> str:
+    """A readable name for an object plugin (its class), unique within ``pm``."""
+    base = getattr(plugin, "__name__", None) or f"{type(plugin).__module__}.{type(plugin).__qualname__}"
+    name, i = base, 1
+    while pm.has_plugin(name):
+        i += 1
+        name = f"{base}#{i}"
+    return name
+
+
 def build_registry(pm: pluggy.PluginManager) -> Registry:
     registry = Registry()
-    for impl in reversed(pm.hook.corl_register_components.get_hookimpls()):
+    for impl in pm.hook.corl_register_components.get_hookimpls():  # registration order
         registry.current_plugin = impl.plugin_name
         impl.function(registry=registry)
     registry.current_plugin = "?"

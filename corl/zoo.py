@@ -99,6 +99,8 @@ def resolve(name: str, examples: Sequence[tuple[str, str]], config: ZooConfig,
     if (folder / "config.json").exists():
         return folder
     start = time.perf_counter()
+    log(f"zoo:{name}: warm-starting {config.steps} supervised steps on {len(examples)} labeled seed examples "
+        f"(once; cached in {cache_root()})")
     model, tokenizer = warm_start(FAMILIES[name], examples, config)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-"))
@@ -141,7 +143,11 @@ def warm_start(family: str, examples: Sequence[tuple[str, str]], config: ZooConf
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: min((s + 1) / warmup, 0.5 * (1 + math.cos(math.pi * s / config.steps))))
     gen = torch.Generator().manual_seed(config.seed)
     model.train()
-    for _ in range(config.steps):
+    from rich.console import Console
+    from rich.progress import track
+
+    for _ in track(range(config.steps), description=f"warm-start {family}", transient=True,
+                   console=Console(stderr=True)):
         rows = torch.randint(len(examples), (config.batch_size,), generator=gen)
         out = model(input_ids=input_ids[rows], attention_mask=mask[rows], labels=labels[rows])
         out.loss.backward()

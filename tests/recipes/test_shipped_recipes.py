@@ -1,0 +1,75 @@
+"""Every shipped recipe, end to end through the real CLI, shrunk by overrides."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from corl.cli import shipped_recipes
+from tests.conftest import TINY
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("name", sorted(shipped_recipes()))
+def test_shipped_recipe_runs_end_to_end(name, tmp_path, cache_dir):
+    out_dir = tmp_path / "run"
+    sets = [x for item in [*TINY, f"run.output_dir={out_dir}"] for x in ("--set", item)]
+    res = subprocess.run([sys.executable, "-m", "corl.cli", "run", str(ROOT / "recipes" / f"{name}.toml"), *sets],
+                         capture_output=True, text=True, env={**os.environ, "CORL_CACHE_DIR": str(cache_dir)},
+                         timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "held-out accuracy before -> after 2 steps" in res.stdout
+
+    recipe = json.loads((out_dir / "recipe.json").read_text())
+    agents = [a["name"] for a in recipe["agents"]]
+    lines = [json.loads(x) for x in (out_dir / "metrics.jsonl").read_text().splitlines()]
+    train = [x for x in lines if x["kind"] == "train"]
+    assert [x["step"] for x in train] == [1, 2]
+    for record in train:
+        assert sorted(record["agents"]) == sorted(agents)
+        for m in record["agents"].values():
+            assert 0 <= m["reward_mean"] <= 1 and 0 <= m["reward_std"] <= 0.5
+            assert 0 <= m["label_share"] <= 1 and 0 <= m["label_accuracy"] <= 1
+            assert 1 <= m["completion_length"] <= recipe["agents"][0]["sampler"]["max_new_tokens"]
+            assert m["entropy"] >= 0 and m["grad_norm"] >= 0 and 0 <= m["clip_frac"] <= 1
+    summary = json.loads((out_dir / "summary.json").read_text())
+    for name_ in agents:
+        for when in ("before", "after", "best"):
+            scores = summary["agents"][name_][when]
+            assert 0 <= scores["greedy"] <= 1 and 0 <= scores["pass@1"] <= scores["pass@4"] <= 1
+        model = out_dir / "checkpoints" / "final" / name_
+        assert (model / "model.safetensors").stat().st_size > 10_000 and (model / "tokenizer.json").exists()
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(out_dir / "tensorboard"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    for metric in ("reward_mean", "reward_std", "label_share", "label_accuracy", "completion_length", "entropy",
+                   "loss", "kl", "grad_norm", "clip_frac"):
+        assert f"train/{agents[0]}/{metric}" in tags
+    assert f"eval/{agents[-1]}/pass@1" in tags
+    assert len(events.Scalars(f"train/{agents[0]}/loss")) == 2
+
+
+def test_recipes_cli_lists_and_copies(tmp_path):
+    ls = subprocess.run([sys.executable, "-m", "corl.cli", "recipes", "ls"], capture_output=True, text=True)
+    assert "three_agent_ring" in ls.stdout
+    cp = subprocess.run([sys.executable, "-m", "corl.cli", "recipes", "cp", "three_agent_ring", str(tmp_path)],
+                        capture_output=True, text=True)
+    assert cp.returncode == 0
+    assert (tmp_path / "three_agent_ring.toml").read_text() == (ROOT / "recipes" / "three_agent_ring.toml").read_text()
+    again = subprocess.run([sys.executable, "-m", "corl.cli", "recipes", "cp", "three_agent_ring", str(tmp_path)],
+                           capture_output=True, text=True)
+    assert again.returncode == 2 and "exists; not overwriting" in again.stderr
+
+
+def test_plugins_cli_lists_builtins_with_hooks():
+    res = subprocess.run([sys.executable, "-m", "corl.cli", "plugins"], capture_output=True, text=True)
+    assert res.returncode == 0
+    assert "corl.builtin.voting 0.1.0: corl_register_components" in res.stdout
+    assert "router     ring" in res.stdout

@@ -1,0 +1,117 @@
+"""The hf agent and sampler on real (tiny, untrained) zoo models of all four families."""
+
+import attrs
+import pytest
+import torch
+
+from corl import zoo
+from corl.builtin.hf import HFAgent, HFAgentConfig, HFSampler, HFSamplerConfig
+from corl.builtin.policy import GRPOConfig, grpo, grpo_advantages
+from corl.builtin.tasks import ArithmeticConfig, ArithmeticTask
+from corl.types import Context
+
+
+@attrs.frozen
+class _Spec:
+    zoo: "zoo.ZooConfig" = attrs.field(factory=lambda: zoo.ZooConfig(steps=5))
+
+
+@pytest.fixture(scope="module")
+def task():
+    return ArithmeticTask(ArithmeticConfig(seed_size=64, train_size=32, eval_size=8))
+
+
+def make_agent(name, task):
+    return HFAgent(HFAgentConfig(model=f"zoo:{name}"), Context(spec=_Spec(), seed=0, task=task, agent_name=name,
+                                                               log=lambda m: None))
+
+
+@pytest.mark.parametrize("name", sorted(zoo.FAMILIES))
+def test_sampling_logprobs_match_the_training_forward(name, task, cache_dir):
+    agent = make_agent(name, task)
+    sampler = HFSampler(HFSamplerConfig(temperature=0.7, top_p=0.9, max_new_tokens=6))
+    rollout = sampler.sample(agent, task.split("train")[:8], 3)
+    batch = rollout.batch
+    assert len(rollout.texts) == 8 and all(len(t) == 3 for t in rollout.texts)
+    with torch.no_grad():
+        logp, entropy = agent.token_logprobs(batch, torch.arange(24))
+    # Left padding + temperature: the recomputed log-probs must equal the sampling ones
+    # (GPT-2 is off by nats without explicit position ids).
+    diff = ((logp - batch.old_logprobs).abs() * batch.completion_mask).max()
+    assert float(diff) < 1e-4
+    assert (entropy >= 0).all()
+
+
+def test_completion_mask_stops_after_first_eos(task, cache_dir):
+    agent = make_agent("llama-tiny", task)
+    rollout = HFSampler(HFSamplerConfig(max_new_tokens=6)).sample(agent, task.split("train")[:16], 4)
+    b = rollout.batch
+    eos = agent.tokenizer.eos_token_id
+    completion = b.sequences[:, b.prompt_len:]
+    for row in range(completion.shape[0]):
+        toks = completion[row].tolist()
+        n = toks.index(eos) + 1 if eos in toks else len(toks)
+        assert b.completion_mask[row].tolist() == [1] * n + [0] * (len(toks) - n)
+        assert (b.old_logprobs[row, n:] == 0).all()
+    assert [list(x) for x in rollout.lengths] == [b.completion_mask[p * 4:(p + 1) * 4].sum(1).tolist() for p in range(16)]
+    greedy = HFSampler(HFSamplerConfig()).sample(agent, task.split("train")[:4], 1, greedy=True)
+    again = HFSampler(HFSamplerConfig()).sample(agent, task.split("train")[:4], 1, greedy=True)
+    assert greedy.texts == again.texts
+
+
+def test_grpo_step_follows_the_advantages(task, cache_dir):
+    torch.manual_seed(0)
+    agent = make_agent("qwen2-tiny", task)
+    sampler = HFSampler(HFSamplerConfig(max_new_tokens=4))
+    opt = grpo(GRPOConfig(lr=1e-3), Context(spec=None, seed=0, agent=agent))
+    rollout = sampler.sample(agent, task.split("train")[:4], 4)
+    rewards = [[1.0, 0.0, 0.0, 0.0] for _ in range(4)]
+    rows = torch.arange(16)
+    mask = rollout.batch.completion_mask.float()
+    before = (rollout.batch.old_logprobs * mask).sum(1)
+    metrics = opt.step(rollout, rewards)
+    with torch.no_grad():
+        after = (agent.token_logprobs(rollout.batch, rows)[0] * mask).sum(1)
+    # One small step raises the advantage-weighted log-likelihood: the policy-gradient objective.
+    adv = grpo_advantages(torch.tensor(rewards)).flatten()
+    assert float((adv * (after - before)).sum()) > 0
+    assert metrics["grad_norm"] > 0 and metrics["active_fraction"] == 1.0
+    assert {"loss", "clip_frac", "kl", "entropy"} <= set(metrics)
+
+
+def test_kl_keeps_a_frozen_reference_only_when_asked(task, cache_dir):
+    agent = make_agent("llama-tiny", task)
+    grpo(GRPOConfig(), Context(spec=None, seed=0, agent=agent))
+    assert agent.reference is None
+    opt = grpo(GRPOConfig(kl=0.1, lr=1e-2), Context(spec=None, seed=0, agent=agent))
+    ref_weights = [p.clone() for p in agent.reference.parameters()]
+    rollout = HFSampler(HFSamplerConfig(max_new_tokens=4)).sample(agent, task.split("train")[:4], 4)
+    metrics = opt.step(rollout, [[1.0, 0.0, 1.0, 0.0]] * 4)
+    assert all(torch.equal(a, b) for a, b in zip(ref_weights, agent.reference.parameters()))
+    rollout = HFSampler(HFSamplerConfig(max_new_tokens=4)).sample(agent, task.split("train")[:4], 4)
+    metrics = opt.step(rollout, [[1.0, 0.0, 1.0, 0.0]] * 4)
+    assert metrics["kl"] > 0  # the policy moved away from its reference
+
+
+def test_zoo_tokenizer_round_trips(tmp_path):
+    tok = zoo.build_tokenizer()
+    ids = tok("12*3+4=")["input_ids"]
+    assert ids[0] == tok.bos_token_id and len(ids) == 8
+    assert tok.decode(ids, skip_special_tokens=True) == "12*3+4="
+    tok.save_pretrained(tmp_path)
+    from transformers import AutoTokenizer
+
+    again = AutoTokenizer.from_pretrained(tmp_path)
+    assert again("12*3+4=")["input_ids"] == ids and again.padding_side == "left"
+
+
+def test_zoo_models_are_cached(task, tmp_path, monkeypatch):
+    monkeypatch.setenv("CORL_CACHE_DIR", str(tmp_path))
+    examples = [(p.text, str(p.label)) for p in task.split("seed")]
+    first = zoo.resolve("gpt2-tiny", examples, zoo.ZooConfig(steps=3), log=lambda m: None)
+    stamp = (first / "model.safetensors").stat().st_mtime_ns
+    assert zoo.resolve("gpt2-tiny", examples, zoo.ZooConfig(steps=3), log=lambda m: None) == first
+    assert (first / "model.safetensors").stat().st_mtime_ns == stamp
+    # anything that shapes the model gives another cache entry
+    assert zoo.resolve("gpt2-tiny", examples, zoo.ZooConfig(steps=4), log=lambda m: None) != first
+    assert not [p for p in (tmp_path / "zoo").iterdir() if p.name.startswith(".")]  # no temp leftovers

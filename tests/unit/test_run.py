@@ -1,0 +1,83 @@
+"""The run loop with injected components (library embedding) on tiny zoo models."""
+
+import json
+
+import corl
+from corl.builtin.voting import MajorityConfig, MajorityVote
+from tests.conftest import TINY
+
+RECIPE = {
+    "run": {"name": "embedded"},
+    "agents": [{"name": "a", "model": "zoo:llama-tiny"}, {"name": "b", "model": "zoo:gpt-neox-tiny"}],
+    "topology": {"type": "ring"},
+}
+
+
+class CountingMajority:
+    """A custom aggregator built in code: majority voting that counts its calls."""
+
+    def __init__(self):
+        self.inner, self.calls = MajorityVote(MajorityConfig()), 0
+
+    def aggregate(self, votes, verifier):
+        self.calls += 1
+        return self.inner.aggregate(votes, verifier)
+
+
+class SpyRouter:
+    """Label-free: records what the run hands it, rewards every answered sample."""
+
+    supervised = False
+
+    def __init__(self):
+        self.truths = []
+
+    def route(self, votes, labels, verifier, aggregator, truth=None):
+        self.truths.append(truth)
+        return {n: [[float(v.answer is not None) for v in vs] for vs in votes[n]] for n in votes}
+
+
+class StepRecorder:
+    def __init__(self):
+        self.steps, self.evals, self.summary = [], [], None
+
+    @corl.hookimpl
+    def corl_on_step_end(self, run, step, metrics):
+        self.steps.append((step, sorted(metrics.agents)))
+
+    @corl.hookimpl
+    def corl_on_eval_end(self, run, step, results):
+        self.evals.append(step)
+
+    @corl.hookimpl
+    def corl_on_run_end(self, run, summary):
+        self.summary = summary
+
+
+def test_embedding_with_component_objects(tmp_path, cache_dir):
+    aggregator, router, recorder = CountingMajority(), SpyRouter(), StepRecorder()
+    summary = corl.run(RECIPE, [*TINY, f"run.output_dir={tmp_path}", "run.steps=3", "eval.every=2"],
+                       plugins=[recorder], aggregator=aggregator, router=router)
+    # 2 agents x 3 steps of voting, plus maj@k in 3 evaluations (steps 0, 2, 3) x 2 agents
+    assert aggregator.calls == 2 * 3 + 3 * 2
+    assert router.truths == [None, None, None]  # a label-free router never sees labels
+    assert recorder.steps == [(1, ["a", "b"]), (2, ["a", "b"]), (3, ["a", "b"])]
+    assert recorder.evals == [0, 2, 3]
+    assert recorder.summary == summary
+    assert set(summary["agents"]) == {"a", "b"} and summary["agents"]["a"]["best_step"] in (0, 2, 3)
+    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    train = [x for x in lines if x["kind"] == "train"]
+    assert [x["step"] for x in train] == [1, 2, 3]
+    # the spy rewards every answered sample, so the mean reward is the answered share
+    for x in train:
+        for m in x["agents"].values():
+            assert abs(m["reward_mean"] - m["answered"]) < 0.13
+
+
+def test_supervised_router_gets_the_labels(tmp_path, cache_dir):
+    class Supervised(SpyRouter):
+        supervised = True
+
+    router = Supervised()
+    corl.run(RECIPE, [*TINY, f"run.output_dir={tmp_path}", "run.observers=[]", "eval.size=0"], router=router)
+    assert len(router.truths) == 2 and all(isinstance(t, list) and None not in t for t in router.truths)
