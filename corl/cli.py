@@ -65,6 +65,12 @@ def cmd_plugins(args) -> int:
 
 
 def cmd_recipes(args) -> int:
+    if args.action == "keys":
+        from corl.plugins import build_registry, make_plugin_manager
+        from corl.reference import render
+
+        print(render(build_registry(make_plugin_manager())), end="")
+        return 0
     recipes = shipped_recipes()
     if args.action == "ls":
         for name, path in recipes.items():
@@ -94,8 +100,8 @@ def parser() -> argparse.ArgumentParser:
         sp.set_defaults(fn=fn)
     sp = sub.add_parser("plugins", help="installed plugins, their versions, hooks and components")
     sp.set_defaults(fn=cmd_plugins)
-    sp = sub.add_parser("recipes", help="list or copy the shipped recipes")
-    sp.add_argument("action", choices=["ls", "cp"])
+    sp = sub.add_parser("recipes", help="list or copy the shipped recipes; `keys` prints every recipe key")
+    sp.add_argument("action", choices=["ls", "cp", "keys"])
     sp.add_argument("name", nargs="?")
     sp.add_argument("dest", nargs="?")
     sp.set_defaults(fn=cmd_recipes)

@@ -183,7 +183,7 @@ def _type_name(tp: Any) -> str:
     if typing.get_origin(tp) in (types.UnionType, typing.Union):
         return " or ".join(_type_name(a) for a in typing.get_args(tp))
     if typing.get_origin(tp) is tuple:
-        return f"a list of {_type_name(typing.get_args(tp)[0])}"
+        return f"a list ({_type_name(typing.get_args(tp)[0])} each)"
     return {int: "an integer", float: "a number", bool: "true or false", str: "a string",
             type(None): "nothing"}.get(tp, getattr(tp, "__name__", str(tp)))
 

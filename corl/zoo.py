@@ -33,7 +33,7 @@ D_MODEL, LAYERS, HEADS, MAX_POSITIONS = 64, 4, 4, 64
 class ZooConfig:
     """How zoo models are warm-started (applies to every ``zoo:`` model in a recipe)."""
 
-    steps: int = attrs.field(default=2500, validator=attrs.validators.ge(0),
+    steps: int = attrs.field(default=2000, validator=attrs.validators.ge(0),
                              metadata={"help": "supervised warm-start steps (by steps, not seconds)"})
     batch_size: int = attrs.field(default=128, validator=attrs.validators.ge(1),
                                   metadata={"help": "examples per warm-start step"})

@@ -7,6 +7,8 @@ temperature), so the optimizer's first ratio is exactly 1 and no extra forward p
 from __future__ import annotations
 
 import copy
+import os
+from pathlib import Path
 from typing import Literal, Sequence
 
 import attrs
@@ -18,9 +20,24 @@ from corl.types import Prompt, Rollout
 v = attrs.validators
 
 
+def _model_source(instance, attribute, value: str) -> None:
+    """Recipe-time check of ``model``: a known zoo name, or a path that holds a model."""
+    from corl import zoo
+
+    if value.startswith("zoo:"):
+        if value[4:] not in zoo.FAMILIES:
+            raise ValueError(f"unknown zoo model; available {', '.join('zoo:' + n for n in zoo.FAMILIES)}")
+        return
+    path = Path(value).expanduser()
+    if (value.startswith((".", "/", "~")) or path.exists()) and not path.is_dir():
+        raise ValueError("no such folder")
+    if path.is_dir() and not (path / "config.json").exists():
+        raise ValueError("not a Hugging Face model folder (no config.json)")
+
+
 @attrs.frozen
 class HFAgentConfig:
-    model: str = attrs.field(metadata={"help": "zoo:NAME (built and warm-started here), a local HF folder, or a hub id"})
+    model: str = attrs.field(validator=_model_source, metadata={"help": "zoo:NAME (built and warm-started here), a local HF folder, or a hub id"})
     dtype: Literal["float32", "bfloat16"] = attrs.field(default="float32", metadata={
         "help": "weights' dtype; log-prob and loss math stays in float32"})
     device: str = attrs.field(default="cpu", metadata={"help": "torch device, e.g. cpu or cuda:0"})
@@ -58,8 +75,12 @@ class HFAgent:
             self.tokenizer = AutoTokenizer.from_pretrained(source)
             self.model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(config.device)
         except (OSError, ValueError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise CorlError(f"agent {self.name!r}: cannot load model {config.model!r}: {first}") from None
+            if Path(source).is_dir():
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise CorlError(f"agent {self.name!r}: cannot load model {config.model!r}: {first}") from None
+            offline = " (HF_HUB_OFFLINE is set)" if os.environ.get("HF_HUB_OFFLINE") else ""
+            raise CorlError(f"agent {self.name!r}: model {config.model!r} is not a local folder and could not be "
+                            f"fetched from the hub{offline}; give a zoo: name or a folder with config.json") from None
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token

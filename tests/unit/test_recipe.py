@@ -155,3 +155,9 @@ def test_cli_validate_ok_and_does_not_import_torch():
             "assert 'torch' not in sys.modules, 'validate imported torch'")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert res.returncode == 0, res.stderr
+
+
+def test_reference_doc_is_generated_from_the_config_classes(registry):
+    from corl.reference import render
+
+    assert (ROOT / "docs" / "reference.md").read_text() == render(registry), "regenerate: corl recipes keys > docs/reference.md"
