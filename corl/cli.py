@@ -23,17 +23,22 @@ def shipped_recipes() -> dict[str, Path]:
     return {p.stem: Path(str(p)) for p in sorted(root.iterdir(), key=lambda p: p.name) if p.name.endswith(".toml")}
 
 
-def _resolve_recipe(arg: str) -> str:
+def _resolve_recipe(arg: str, overrides: list[str]) -> tuple[object, list[str]]:
+    """A recipe file, a shipped recipe's name, or a run dir (its resolved ``recipe.json``)."""
     path = Path(arg)
+    if path.is_dir() and (path / "recipe.json").exists():
+        import json
+
+        return json.loads((path / "recipe.json").read_text()), [f"run.output_dir={json.dumps(str(path))}", *overrides]
     if not path.exists() and not arg.endswith(".toml") and arg in shipped_recipes():
-        return str(shipped_recipes()[arg])
-    return arg
+        return str(shipped_recipes()[arg]), overrides
+    return arg, overrides
 
 
 def cmd_validate(args) -> int:
     from corl.recipe import load_recipe
 
-    spec = load_recipe(_resolve_recipe(args.recipe), args.set)
+    spec = load_recipe(*_resolve_recipe(args.recipe, args.set))
     agents = ", ".join(f"{a.name} ({a.agent.config.model}, {a.optimizer.type})" for a in spec.agents)
     print(f"{spec.source}: ok: {len(spec.agents)} agents [{agents}], {spec.topology.type} topology, "
           f"{spec.voting.aggregator.type} voting n_votes={spec.voting.n_votes} n_train={spec.voting.n_train}, "
@@ -47,8 +52,8 @@ def cmd_run(args) -> int:
     from corl.runner import Run
 
     pm = make_plugin_manager()
-    spec = load_recipe(_resolve_recipe(args.recipe), args.set, registry=build_registry(pm))
-    Run(spec, pm=pm, log=lambda msg: print(msg, file=sys.stderr)).execute()
+    spec = load_recipe(*_resolve_recipe(args.recipe, args.set), registry=build_registry(pm))
+    Run(spec, pm=pm, log=lambda msg: print(msg, file=sys.stderr), resume=args.resume, force=args.force).execute()
     return 0
 
 
@@ -94,10 +99,14 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     for name, fn, text in (("run", cmd_run, "run a recipe"), ("validate", cmd_validate, "check a recipe, load nothing")):
         sp = sub.add_parser(name, help=text)
-        sp.add_argument("recipe", help="a recipe file, or the name of a shipped recipe")
+        sp.add_argument("recipe", help="a recipe file, the name of a shipped recipe, or a run dir")
         sp.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
                         help="override a recipe key, e.g. --set agents[0].sampler.temperature=0.8 (repeatable)")
         sp.set_defaults(fn=fn)
+        if name == "run":
+            sp.add_argument("--resume", action="store_true",
+                            help="continue from the newest complete checkpoint in the run's output dir")
+            sp.add_argument("--force", action="store_true", help="resume even if the recipe changed in a way that matters")
     sp = sub.add_parser("plugins", help="installed plugins, their versions, hooks and components")
     sp.set_defaults(fn=cmd_plugins)
     sp = sub.add_parser("recipes", help="list or copy the shipped recipes; `keys` prints every recipe key")

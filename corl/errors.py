@@ -17,3 +17,20 @@ class ConfigError(CorlError):
 
 class PluginError(CorlError):
     """A plugin failed to load or broke the hook contract; the message names the plugin."""
+
+
+class TrainingError(CorlError):
+    """The run cannot go on (e.g. repeated non-finite updates); the message says why and what to do."""
+
+    exit_code = 3
+
+
+class Interrupted(CorlError):
+    """SIGINT / SIGTERM: the run stopped after a step and wrote a checkpoint."""
+
+    def __init__(self, signum: int, step: int, path):
+        import signal
+
+        self.exit_code = 128 + signum
+        name = signal.Signals(signum).name
+        super().__init__(f"stopped by {name} after step {step}; checkpoint {path}; continue with --resume")

@@ -44,7 +44,13 @@ class Agent(Protocol):
         """Keep a frozen copy of the current weights for ``token_logprobs(..., reference=True)``."""
 
     def save(self, path: str) -> None:
-        """Write the agent's weights (and tokenizer) in its engine's native format."""
+        """Export the agent's weights (and tokenizer) in its engine's native format."""
+
+    def save_state(self, path: str) -> None:
+        """Write what a checkpoint needs to restore the trained weights exactly (safetensors)."""
+
+    def load_state(self, path: str) -> None:
+        """Restore the weights written by ``save_state``."""
 
 
 @runtime_checkable
@@ -91,4 +97,12 @@ class Optimizer(Protocol):
     ``rewards[p]`` covers the first ``len(rewards[p])`` samples of prompt ``p``: the ``n_train``
     trained samples out of the rollout's ``n_votes``."""
 
-    def step(self, rollout: Rollout, rewards: Sequence[Sequence[float]]) -> dict[str, float]: ...
+    def step(self, rollout: Rollout, rewards: Sequence[Sequence[float]]) -> dict[str, float]:
+        """One update. A non-finite loss or gradient must skip the update and report
+        ``nonfinite = 1.0`` in the returned metrics (the run counts and acts on it)."""
+
+    def save_state(self, path: str) -> None:
+        """Write the optimizer's state (moments, step counts) for a checkpoint."""
+
+    def load_state(self, path: str) -> None:
+        """Restore the state written by ``save_state``."""

@@ -6,6 +6,7 @@ the bad value and the valid choices. Nothing here imports torch.
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 import types
@@ -36,6 +37,12 @@ class RunSection:
         H: "declare the run supervised: required for (and only allowed with) a router that reads labels"})
     observers: tuple[str, ...] = attrs.field(default=("console", "jsonl", "tensorboard", "checkpoint"),
                                              metadata={H: "observer plugins to attach, by name"})
+    checkpoint_every: int = attrs.field(default=20, validator=attrs.validators.ge(0), metadata={
+        H: "write a whole-run checkpoint every N steps (0: only on SIGINT / SIGTERM)"})
+    keep_checkpoints: int = attrs.field(default=2, validator=attrs.validators.ge(1),
+                                        metadata={H: "how many of the newest checkpoints to keep"})
+    max_nonfinite: int = attrs.field(default=3, validator=attrs.validators.ge(1), metadata={
+        H: "stop after this many consecutive non-finite (skipped) updates of one agent"})
 
 
 @attrs.frozen
@@ -54,6 +61,7 @@ class ComponentSpec:
 
     type: str
     config: Any
+    factory: Any = None  # set only for an import-path type (CORL_ALLOW_IMPORT_PATHS)
 
 
 @attrs.frozen
@@ -282,9 +290,13 @@ def _validator_message(exc: Exception, value: Any) -> str:
     return f"invalid value {value!r}: {text}"
 
 
-def _join(path: str, key: str | int) -> str:
-    if isinstance(key, int):
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _join(path: str, key: Any) -> str:
+    if isinstance(key, int) and not isinstance(key, bool):
         return f"{path}[{key}]"
+    key = key if isinstance(key, str) and _BARE_KEY.fullmatch(key) else json.dumps(str(key))  # TOML-quoted
     return f"{path}.{key}" if path else key
 
 
@@ -296,6 +308,8 @@ def _component(registry: Registry, kind: str, data: Any, path: str, errors: _Err
         errors.add(path, f"expected a table, got {data!r}")
         return None
     name = data.get(type_key, DEFAULT_TYPES[kind])
+    if isinstance(name, str) and ":" in name:
+        return _import_path_component(name, data, _join(path, type_key), errors, (type_key, *skip))
     if not isinstance(name, str) or (kind, name) not in {(c.kind, c.name) for c in registry}:
         hint = " (is the plugin package installed? see `corl plugins`)"
         errors.add(_join(path, type_key), f"unknown {kind} {name!r}; available: {', '.join(registry.names(kind))}{hint}")
@@ -303,6 +317,37 @@ def _component(registry: Registry, kind: str, data: Any, path: str, errors: _Err
     component = registry.get(kind, name)
     config = structure(component.config_cls, data, path, errors, skip=(type_key, *skip))
     return None if config is None else ComponentSpec(name, config)
+
+
+IMPORT_PATHS_ENV = "CORL_ALLOW_IMPORT_PATHS"
+
+
+@attrs.frozen
+class _NoOptions:
+    pass
+
+
+def _import_path_component(name: str, data: Mapping[str, Any], path: str, errors: _Errors,
+                           skip: tuple[str, ...]) -> ComponentSpec | None:
+    """``type = "package.module:Factory"``: refused unless ``CORL_ALLOW_IMPORT_PATHS=1``, because a
+    recipe would otherwise run arbitrary code on import. The factory's attrs ``Config`` (if any)
+    validates the table's other keys."""
+    import importlib
+    import os
+
+    if not os.environ.get(IMPORT_PATHS_ENV):
+        errors.add(path, f"{name!r} is an import path; recipes name registered components only "
+                         f"(see `corl plugins`), or set {IMPORT_PATHS_ENV}=1 to allow import paths")
+        return None
+    module_name, _, attr = name.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        errors.add(path, f"cannot import {name!r}: {exc}")
+        return None
+    config_cls = getattr(factory, "Config", _NoOptions)
+    config = structure(config_cls, data, path.rpartition(".")[0], errors, skip=skip)
+    return None if config is None else ComponentSpec(name, config, factory)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,7 +361,7 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "") -> R
         raise ConfigError("a recipe must be a TOML table")
     for key in data:
         if key not in TOP_LEVEL:
-            errors.add(key, f"unknown section; valid: {', '.join(TOP_LEVEL)}")
+            errors.add(_join("", key), f"unknown section; valid: {', '.join(TOP_LEVEL)}")
     run = structure(RunSection, data.get("run", {}), "run", errors)
     ev = structure(EvalSection, data.get("eval", {}), "eval", errors)
     zoo = structure(ZooConfig, data.get("zoo", {}), "zoo", errors)
@@ -362,7 +407,7 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "") -> R
             agents.append(AgentSpec(name, agent, sampler, optimizer))
 
     if topology is not None and run is not None:
-        router_cls = registry.get("router", topology.type).factory
+        router_cls = topology.factory or registry.get("router", topology.type).factory
         min_agents = getattr(router_cls, "min_agents", 1)
         if len(raw_agents) < min_agents:
             errors.add("topology.type", f"{topology.type!r} needs at least {min_agents} agents, the recipe has "
@@ -408,12 +453,32 @@ def _deepcopy(value: Any) -> Any:
     return value
 
 
+#: Keys a resumed run may change: how long, where and how it reports, not what it trains.
+RESUMABLE_CHANGES = ("run.steps", "run.name", "run.output_dir", "run.observers", "run.checkpoint_every",
+                     "run.keep_checkpoints", "run.max_nonfinite", "run.threads", "eval.every")
+
+
+def differences(old: Mapping[str, Any], new: Mapping[str, Any], path: str = "") -> list[str]:
+    """Key paths where two resolved recipes differ, ignoring :data:`RESUMABLE_CHANGES`."""
+    out: list[str] = []
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        for key in sorted(set(old) | set(new), key=str):
+            out += differences(old.get(key), new.get(key), _join(path, key))
+    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        for i, (a, b) in enumerate(zip(old, new)):
+            out += differences(a, b, _join(path, i))
+    elif old != new and path not in RESUMABLE_CHANGES:
+        show = lambda v: "(absent)" if v is None else repr(v)  # noqa: E731
+        out.append(f"{path}: {show(old)} -> {show(new)}")
+    return out
+
+
 def to_dict(spec: RunSpec) -> dict[str, Any]:
     """The fully resolved recipe (defaults filled in), as written to ``output_dir/recipe.json``."""
     def component(c: ComponentSpec, **extra: Any) -> dict[str, Any]:
         return {"type": c.type, **extra, **attrs.asdict(c.config)}
 
-    return {
+    return json.loads(json.dumps({  # JSON-normal: tuples become lists, as in recipe.json and checkpoints
         "run": attrs.asdict(spec.run),
         "task": component(spec.task),
         "agents": [{"name": a.name, **component(a.agent), "sampler": component(a.sampler),
@@ -422,4 +487,4 @@ def to_dict(spec: RunSpec) -> dict[str, Any]:
         "topology": component(spec.topology),
         "eval": attrs.asdict(spec.eval),
         "zoo": attrs.asdict(spec.zoo),
-    }
+    }))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import statistics
 import time
 from pathlib import Path
@@ -16,8 +17,9 @@ from typing import Any, Mapping, Sequence
 
 import attrs
 
+from corl import checkpoint
 from corl import recipe as recipe_mod
-from corl.errors import CorlError
+from corl.errors import CorlError, Interrupted, TrainingError
 from corl.evaluation import evaluate
 from corl.plugins import Registry, build_registry, make_plugin_manager
 from corl.protocols import Aggregator, RewardRouter, Task
@@ -43,8 +45,10 @@ class Run:
 
     def __init__(self, spec: recipe_mod.RunSpec, *, plugins: Sequence[Any] = (), pm=None,
                  task: Task | None = None, aggregator: Aggregator | None = None,
-                 router: RewardRouter | None = None, log=None):
-        self.spec = spec
+                 router: RewardRouter | None = None, log=None, resume: bool = False, force: bool = False):
+        self.spec, self.resume, self.force = spec, resume, force
+        self.start_step, self._checkpointed = 0, -1
+        self._nonfinite: dict[str, int] = {}
         self.pm = pm or make_plugin_manager(plugins)
         self.registry: Registry = build_registry(self.pm)
         self.output_dir = spec.output_dir
@@ -57,27 +61,32 @@ class Run:
     # -- building -------------------------------------------------------------------------------
 
     def _build(self, kind: str, spec: recipe_mod.ComponentSpec, ctx: Context) -> Any:
-        component = self.registry.get(kind, spec.type)
+        component = self.registry.get(kind, spec.type) if spec.factory is None else None
+        factory = spec.factory or component.factory
         try:
-            return component.factory(spec.config, ctx)
+            return factory(spec.config, ctx)
         except CorlError:
             raise
         except Exception as exc:
-            raise RuntimeError(f"{kind} {spec.type!r} (plugin {component.plugin}) failed to build: {exc}") from exc
+            plugin = component.plugin if component else "import path"
+            raise RuntimeError(f"{kind} {spec.type!r} (plugin {plugin}) failed to build: {exc}") from exc
 
     def setup(self) -> None:
         import torch
 
         spec = self.spec
-        random.seed(spec.run.seed)
-        torch.manual_seed(spec.run.seed)
+        _seed(spec.run.seed)
         torch.set_num_threads(spec.run.threads or os.cpu_count() or 1)
         ctx = Context(spec=spec, seed=spec.run.seed, log=self.log)
         self.task = self._given["task"] or self._build("task", spec.task, ctx)
         self.train = list(self.task.split("train"))
-        if not self.train:
-            raise CorlError("task: the train split is empty")
-        self.eval_prompts = list(self.task.split("eval"))[: spec.eval.size] if spec.eval.size else []
+        if len(self.train) < spec.run.prompts_per_step:
+            raise CorlError(f"task: the train split has {len(self.train)} prompts, fewer than run.prompts_per_step "
+                            f"({spec.run.prompts_per_step})")
+        held_out = list(self.task.split("eval"))
+        if spec.eval.size > len(held_out):
+            raise CorlError(f"eval.size: {spec.eval.size} exceeds the task's eval split ({len(held_out)} prompts)")
+        self.eval_prompts = held_out[: spec.eval.size]
         ctx = attrs.evolve(ctx, task=self.task)
         for a in spec.agents:
             actx = attrs.evolve(ctx, agent_name=a.name)
@@ -90,6 +99,9 @@ class Run:
         for name in spec.run.observers:
             self.pm.register(self.registry.get("observer", name).factory(None, ctx), name=f"observer:{name}")
         self._order = random.Random(spec.run.seed)
+        # Seed again once everything is built: whether a model was built or read from a cache
+        # must not change the RNG stream the run samples from.
+        _seed(spec.run.seed)
         self._cursor, self._epoch_order = 0, []
 
     # -- the loop -------------------------------------------------------------------------------
@@ -148,10 +160,27 @@ class Run:
                 m["reward_accuracy"] = statistics.fmean(
                     float(r == c) for rs, cs in zip(train_rewards, correct) for r, c in zip(rs, cs))
                 m["train_accuracy"] = statistics.fmean(x for cs in correct for x in cs)
+        self._account_nonfinite(step, metrics)
         result = StepMetrics(step=step, agents=metrics, seconds=time.perf_counter() - start)
         self.history.append({"step": step, "seconds": result.seconds, "agents": metrics})
         self.pm.hook.corl_on_step_end(run=self, step=step, metrics=result)
         return result
+
+    def _account_nonfinite(self, step: int, metrics: dict[str, dict[str, float]]) -> None:
+        """A skipped (non-finite) update is counted; too many in a row for one agent stop the run."""
+        for name, m in metrics.items():
+            if not m.get("nonfinite"):
+                self._nonfinite[name] = 0
+                continue
+            self._nonfinite[name] = self._nonfinite.get(name, 0) + 1
+            self.log(f"step {step}: agent {name!r}: non-finite loss or gradients; update skipped "
+                     f"({self._nonfinite[name]} in a row)")
+            if self._nonfinite[name] >= self.spec.run.max_nonfinite:
+                last = checkpoint.latest(self.checkpoint_root)
+                raise TrainingError(
+                    f"agent {name!r}: non-finite loss or gradients in {self._nonfinite[name]} consecutive steps "
+                    f"(up to step {step}); stopping. Last checkpoint: {last or 'none'}. Lower that agent's "
+                    "optimizer.lr or raise run.max_nonfinite")
 
     def evaluate(self, step: int) -> dict[str, dict[str, float]]:
         if not self.eval_prompts:
@@ -162,22 +191,85 @@ class Run:
         self.pm.hook.corl_on_eval_end(run=self, step=step, results=results)
         return results
 
+    # -- checkpoints ----------------------------------------------------------------------------
+
+    @property
+    def checkpoint_root(self) -> Path:
+        return self.output_dir / "checkpoints"
+
+    def checkpoint(self, step: int) -> Path:
+        state = {"step": step, "cursor": self._cursor, "epoch_order": self._epoch_order,
+                 "order_rng": checkpoint.jsonable(self._order.getstate()), "history": self.history,
+                 "evals": {str(k): v for k, v in self.evals.items()}, "nonfinite": self._nonfinite,
+                 "recipe": recipe_mod.to_dict(self.spec)}
+
+        def save_parts(folder: Path) -> None:
+            for slot in self.agents:
+                slot.agent.save_state(str(folder / "agents" / slot.name))
+                slot.optimizer.save_state(str(folder / "optimizers" / slot.name))
+
+        path = checkpoint.write(self.checkpoint_root, step, state, save_parts, self.spec.run.keep_checkpoints,
+                                fault=lambda where: _fault(where, step))
+        self._checkpointed = step
+        return path
+
+    def restore(self, path: Path) -> int:
+        state = checkpoint.read_state(path)
+        for slot in self.agents:
+            slot.agent.load_state(str(path / "agents" / slot.name))
+            slot.optimizer.load_state(str(path / "optimizers" / slot.name))
+        self._cursor, self._epoch_order = state["cursor"], state["epoch_order"]
+        self._order.setstate(checkpoint.tuples(state["order_rng"]))
+        self.history = state["history"]
+        self.evals = {int(k): v for k, v in state["evals"].items()}
+        self._nonfinite = state["nonfinite"]
+        checkpoint.restore_rng(path)
+        return state["step"]
+
+    def _check_compatible(self, path: Path) -> None:
+        saved = checkpoint.read_state(path)["recipe"]
+        changes = recipe_mod.differences(saved, recipe_mod.to_dict(self.spec))
+        if changes and not self.force:
+            shown = "; ".join(changes[:3]) + (f"; and {len(changes) - 3} more" if len(changes) > 3 else "")
+            raise CorlError(f"{path}: the recipe changed since this checkpoint ({shown}); "
+                            "resume with the same recipe, or pass --force")
+
+    # -- the whole run --------------------------------------------------------------------------
+
     def execute(self) -> dict[str, Any]:
-        """Build everything, evaluate, train ``run.steps`` steps, evaluate, and return the summary."""
+        """Build everything, evaluate, train ``run.steps`` steps, evaluate, and return the summary.
+
+        With ``resume``, continue from the newest complete checkpoint in the output dir.
+        """
         started = time.perf_counter()
+        resume_from = checkpoint.latest(self.checkpoint_root) if self.resume else None
+        if resume_from is not None:
+            self._check_compatible(resume_from)  # before any model loads
         self.output_dir.mkdir(parents=True, exist_ok=True)
         (self.output_dir / "recipe.json").write_text(json.dumps(recipe_mod.to_dict(self.spec), indent=2))
         self.setup()
-        self.pm.hook.corl_on_run_start(run=self)
-        self.evaluate(0)
-        steps = self.spec.run.steps
-        every = self.spec.eval.every
-        for step in range(1, steps + 1):
-            self.step(step)
-            if every and step % every == 0 and step != steps:
-                self.evaluate(step)
-        if steps:
-            self.evaluate(steps)
+        if resume_from is not None:
+            self.start_step = self.restore(resume_from)
+            self.log(f"resuming from {resume_from} (step {self.start_step})")
+        elif self.resume:
+            self.log(f"no checkpoint in {self.checkpoint_root}; starting from step 0")
+        steps, every, ckpt_every = self.spec.run.steps, self.spec.eval.every, self.spec.run.checkpoint_every
+        with _StopOnSignal() as stop:
+            self.pm.hook.corl_on_run_start(run=self)
+            if self.start_step == 0:
+                self.evaluate(0)
+            for step in range(self.start_step + 1, steps + 1):
+                self.step(step)
+                _fault("step", step)
+                if every and step % every == 0 and step != steps:
+                    self.evaluate(step)
+                if ckpt_every and step % ckpt_every == 0:
+                    self.checkpoint(step)
+                if stop.signal is not None:
+                    path = self.checkpoint(step) if self._checkpointed != step else self.checkpoint_root
+                    raise Interrupted(stop.signal, step, path)
+            if steps and (steps not in self.evals or self.start_step < steps):
+                self.evaluate(steps)
         summary = self.summary(time.perf_counter() - started)
         (self.output_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         self.pm.hook.corl_on_run_end(run=self, summary=summary)
@@ -198,7 +290,7 @@ class Run:
 
 
 def run(recipe: str | Path | Mapping[str, Any] | recipe_mod.RunSpec, overrides: Sequence[str] = (), *,
-        plugins: Sequence[Any] = (), **components: Any) -> dict[str, Any]:
+        plugins: Sequence[Any] = (), resume: bool = False, force: bool = False, **components: Any) -> dict[str, Any]:
     """Run Co-RL from a recipe (path, table or spec) and return the summary.
 
     ``components`` may hold ready ``task``, ``aggregator`` and ``router`` objects that replace
@@ -209,4 +301,45 @@ def run(recipe: str | Path | Mapping[str, Any] | recipe_mod.RunSpec, overrides: 
         spec = recipe
     else:
         spec = recipe_mod.load_recipe(recipe, list(overrides), registry=build_registry(pm))
-    return Run(spec, pm=pm, **components).execute()
+    return Run(spec, pm=pm, resume=resume, force=force, **components).execute()
+
+
+def _seed(seed: int) -> None:
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+class _StopOnSignal:
+    """Turn SIGINT / SIGTERM into a flag the loop checks after each step (main thread only)."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> "_StopOnSignal":
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._previous[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread: leave signals alone
+                break
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        if self.signal is not None:  # a second signal: stop now
+            raise KeyboardInterrupt
+        self.signal = signum
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def _fault(where: str, step: int) -> None:
+    """Fault injection for the resume tests: ``CORL_FAULT=WHERE:STEP`` SIGKILLs this process there."""
+    wanted = os.environ.get("CORL_FAULT")
+    if wanted and wanted == f"{where}:{step}":
+        os.kill(os.getpid(), signal.SIGKILL)

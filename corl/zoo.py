@@ -119,9 +119,16 @@ def resolve(name: str, examples: Sequence[tuple[str, str]], config: ZooConfig,
 def warm_start(family: str, examples: Sequence[tuple[str, str]], config: ZooConfig):
     """Supervised warm-start: loss on the answer and EOS only, AdamW, warmup + cosine."""
     import torch
+
+    with torch.random.fork_rng(devices=[]):  # leave the caller's RNG stream untouched
+        torch.manual_seed(config.seed)
+        return _warm_start(family, examples, config)
+
+
+def _warm_start(family: str, examples: Sequence[tuple[str, str]], config: ZooConfig):
+    import torch
     from transformers import AutoModelForCausalLM
 
-    torch.manual_seed(config.seed)
     tokenizer = build_tokenizer()
     ids = tokenizer.get_vocab()
     model = AutoModelForCausalLM.from_config(_config_for(family, len(ids), ids))

@@ -41,6 +41,10 @@ class HFAgentConfig:
     dtype: Literal["float32", "bfloat16"] = attrs.field(default="float32", metadata={
         "help": "weights' dtype; log-prob and loss math stays in float32"})
     device: str = attrs.field(default="cpu", metadata={"help": "torch device, e.g. cpu or cuda:0"})
+    pad_token: str | None = attrs.field(default=None, metadata={
+        "help": "token to pad with when the tokenizer has none (e.g. its EOS token); required then"})
+    trust_remote_code: bool = attrs.field(default=False, metadata={
+        "help": "run Python code shipped with the model (only for models you trust)"})
 
 
 @attrs.frozen
@@ -72,8 +76,10 @@ class HFAgent:
             source = str(zoo.resolve(source[4:], examples, ctx.spec.zoo, log=ctx.log))
         dtype = getattr(torch, config.dtype)
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(source)
-            self.model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(config.device)
+            remote = config.trust_remote_code
+            self.tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=remote)
+            self.model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, trust_remote_code=remote)
+            self.model.to(config.device)
         except (OSError, ValueError) as exc:
             if Path(source).is_dir():
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -82,8 +88,14 @@ class HFAgent:
             raise CorlError(f"agent {self.name!r}: model {config.model!r} is not a local folder and could not be "
                             f"fetched from the hub{offline}; give a zoo: name or a folder with config.json") from None
         self.tokenizer.padding_side = "left"
+        if config.pad_token is not None:
+            self.tokenizer.pad_token = config.pad_token
         if self.tokenizer.pad_token_id is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
+            eos = self.tokenizer.eos_token
+            raise CorlError(f"agent {self.name!r}: the tokenizer of {config.model!r} has no pad token; set "
+                            f"pad_token in that agent's table" + (f" (its EOS token is {eos!r})" if eos else ""))
+        if self.tokenizer.eos_token_id is None:
+            raise CorlError(f"agent {self.name!r}: the tokenizer of {config.model!r} has no EOS token")
         self.model.eval()  # no dropout: training log-probs must match sampling ones
         self.reference = None
 
@@ -115,6 +127,17 @@ class HFAgent:
         self.model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
 
+    def save_state(self, path: str) -> None:
+        from safetensors.torch import save_model
+
+        Path(path).mkdir(parents=True, exist_ok=True)
+        save_model(self.model, str(Path(path) / "model.safetensors"))  # handles tied weights
+
+    def load_state(self, path: str) -> None:
+        from safetensors.torch import load_model
+
+        load_model(self.model, str(Path(path) / "model.safetensors"), device=str(self.model.device))
+
 
 @attrs.frozen
 class HFSamplerConfig:
@@ -131,6 +154,8 @@ class HFSampler:
 
     def __init__(self, config: HFSamplerConfig, ctx=None):
         self.config = config
+        if ctx is not None and ctx.agent is not None and ctx.task is not None:
+            _check_length(ctx.agent, ctx.task, config.max_new_tokens)
 
     def sample(self, agent: HFAgent, prompts: Sequence[Prompt], n: int, *, greedy: bool = False,
                temperature: float | None = None) -> Rollout:
@@ -179,6 +204,21 @@ class HFSampler:
 
     def sync(self, agent: HFAgent) -> None:
         """Sampling reads the trainer's own weights: nothing to push."""
+
+
+def _check_length(agent: HFAgent, task, max_new_tokens: int) -> None:
+    """The longest prompt plus max_new_tokens must fit the model's context, or sampling fails late."""
+    limit = getattr(agent.model.config, "max_position_embeddings", None) or getattr(agent.model.config, "n_positions", None)
+    if not limit:
+        return
+    texts = [p.text for name in ("train", "eval") for p in task.split(name)]
+    if not texts:
+        return
+    longest = max(len(ids) for ids in agent.tokenizer(texts)["input_ids"])
+    if longest + max_new_tokens > limit:
+        raise CorlError(f"agent {agent.name!r}: the longest prompt ({longest} tokens) plus max_new_tokens "
+                        f"({max_new_tokens}) exceeds the model's {limit} positions; lower "
+                        "sampler.max_new_tokens or shorten the prompts")
 
 
 @hookimpl

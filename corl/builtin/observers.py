@@ -42,7 +42,8 @@ class ConsoleObserver:
         self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeRemainingColumn(), TextColumn("{task.fields[info]}"), console=self.console,
                                  transient=True)
-        self.task = self.progress.add_task(f"co-rl {run.spec.run.name}", total=run.spec.run.steps, info="")
+        self.task = self.progress.add_task(f"co-rl {run.spec.run.name}", total=run.spec.run.steps,
+                                           completed=run.start_step, info="")
         self.progress.start()
 
     @hookimpl
@@ -89,7 +90,13 @@ class JsonlObserver:
 
     @hookimpl
     def corl_on_run_start(self, run):
-        self.file = open(run.output_dir / "metrics.jsonl", "w")
+        path = run.output_dir / "metrics.jsonl"
+        kept = []
+        if run.start_step and path.exists():  # resumed: drop what the checkpoint does not cover
+            kept = [line for line in path.read_text().splitlines(keepends=True)
+                    if line.strip() and json.loads(line)["step"] <= run.start_step]
+        self.file = open(path, "w")
+        self.file.writelines(kept)
 
     def _write(self, record):
         self.file.write(json.dumps(record) + "\n")
@@ -118,7 +125,9 @@ class TensorboardObserver:
     def corl_on_run_start(self, run):
         from torch.utils.tensorboard import SummaryWriter
 
-        self.writer = SummaryWriter(log_dir=str(run.output_dir / "tensorboard"))
+        # On resume, purge_step hides events the checkpoint does not cover.
+        self.writer = SummaryWriter(log_dir=str(run.output_dir / "tensorboard"),
+                                    purge_step=run.start_step + 1 if run.start_step else None)
 
     @hookimpl
     def corl_on_step_end(self, run, step, metrics):

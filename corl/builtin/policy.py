@@ -3,6 +3,7 @@ the advantage estimator."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable, Sequence
 
 import attrs
@@ -87,7 +88,7 @@ class PolicyGradient:
         rows = torch.tensor([p * rollout.n + s for p in range(len(rewards)) for s in range(n_train)])
         mask_all = batch.completion_mask
         totals = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "entropy": 0.0}
-        norms, n_tokens_seen, n_active = [], 0.0, 0
+        norms, n_tokens_seen, n_active, nonfinite = [], 0.0, 0, False
         gen = torch.Generator().manual_seed(len(rows))
         for _ in range(cfg.epochs):
             order = torch.randperm(len(rows), generator=gen) if cfg.minibatches > 1 else torch.arange(len(rows))
@@ -107,21 +108,45 @@ class PolicyGradient:
                         with torch.no_grad():
                             ref, _ = self.agent.token_logprobs(batch, sel, reference=True)
                     loss, stats = clipped_loss(logp, batch.old_logprobs[sel], adv[micro], mask, cfg.clip, ref, cfg.kl)
+                    if not torch.isfinite(loss):
+                        nonfinite = True
+                        break
                     (loss / tokens).backward()
                     totals["loss"] += float(loss.detach())
                     totals["entropy"] += float((entropy * mask).sum())
                     for k, val in stats.items():
                         totals[k] += float(val)
                     n_tokens_seen += float(mask.sum())
-                norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
-                norms.append(float(norm))
-                if torch.isfinite(norm):
-                    self.optim.step()
+                if not nonfinite:
+                    norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
+                    nonfinite = not torch.isfinite(norm)
+                    if not nonfinite:
+                        norms.append(float(norm))
+                        self.optim.step()
                 self.optim.zero_grad(set_to_none=True)
+                if nonfinite:  # skip the rest of this step; this minibatch changed neither weights nor moments
+                    break
+            if nonfinite:
+                break
         out = {k: val / max(n_tokens_seen, 1.0) for k, val in totals.items()}
         out["grad_norm"] = sum(norms) / len(norms) if norms else 0.0
         out["active_fraction"] = n_active / (len(rows) * cfg.epochs)  # samples with a learning signal
+        out["frac_reward_zero_std"] = float((r.std(dim=1) == 0).float().mean())  # groups with no signal
+        out["nonfinite"] = float(nonfinite)
         return out
+
+
+    def save_state(self, path: str) -> None:
+        import torch
+
+        Path(path).mkdir(parents=True, exist_ok=True)
+        torch.save(self.optim.state_dict(), Path(path) / "optimizer.pt")
+
+    def load_state(self, path: str) -> None:
+        import torch
+
+        # weights_only: a checkpoint is data, never code to unpickle.
+        self.optim.load_state_dict(torch.load(Path(path) / "optimizer.pt", weights_only=True))
 
 
 def grpo(config: GRPOConfig, ctx) -> PolicyGradient:

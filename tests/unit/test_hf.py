@@ -115,3 +115,43 @@ def test_zoo_models_are_cached(task, tmp_path, monkeypatch):
     # anything that shapes the model gives another cache entry
     assert zoo.resolve("gpt2-tiny", examples, zoo.ZooConfig(steps=4), log=lambda m: None) != first
     assert not [p for p in (tmp_path / "zoo").iterdir() if p.name.startswith(".")]  # no temp leftovers
+
+
+def test_bad_models_are_clear_errors_naming_the_agent(task, cache_dir, tmp_path):
+    from corl.errors import CorlError
+
+    agent = make_agent("llama-tiny", task)
+    agent.model.save_pretrained(tmp_path)
+    tok = zoo.build_tokenizer()
+    tok.pad_token = None
+    tok.save_pretrained(tmp_path)
+    ctx = Context(spec=_Spec(), seed=0, task=task, agent_name="nopad", log=lambda m: None)
+    with pytest.raises(CorlError, match=r"agent 'nopad': the tokenizer of .* has no pad token; set pad_token .*'<eos>'"):
+        HFAgent(HFAgentConfig(model=str(tmp_path)), ctx)
+    ok = HFAgent(HFAgentConfig(model=str(tmp_path), pad_token="<pad>"), ctx)
+    assert ok.tokenizer.pad_token == "<pad>"
+    with pytest.raises(CorlError, match=r"agent 'nopad': the longest prompt \(\d+ tokens\) plus max_new_tokens \(60\) "
+                                        r"exceeds the model's 64 positions"):
+        HFSampler(HFSamplerConfig(max_new_tokens=60), attrs.evolve(ctx, agent=ok))
+    with pytest.raises(CorlError, match="agent 'hub': model 'org/model' is not a local folder and could not be fetched"):
+        HFAgent(HFAgentConfig(model="org/model"), attrs.evolve(ctx, agent_name="hub"))
+
+
+def test_checkpoint_state_round_trips_exactly(task, cache_dir, tmp_path):
+    agent = make_agent("gpt2-tiny", task)
+    opt = grpo(GRPOConfig(lr=1e-2), Context(spec=None, seed=0, agent=agent))
+    rollout = HFSampler(HFSamplerConfig(max_new_tokens=4)).sample(agent, task.split("train")[:4], 4)
+    opt.step(rollout, [[1.0, 0.0, 1.0, 0.0]] * 4)
+    agent.save_state(str(tmp_path / "a"))
+    opt.save_state(str(tmp_path / "o"))
+    saved = {k: v.clone() for k, v in agent.model.state_dict().items()}
+    other = make_agent("gpt2-tiny", task)
+    other_opt = grpo(GRPOConfig(lr=1e-2), Context(spec=None, seed=0, agent=other))
+    other.load_state(str(tmp_path / "a"))
+    other_opt.load_state(str(tmp_path / "o"))
+    assert all(torch.equal(saved[k], v) for k, v in other.model.state_dict().items())
+    assert other.model.lm_head.weight.data_ptr() == other.model.transformer.wte.weight.data_ptr()  # still tied
+    # the next update is identical too
+    opt.step(rollout, [[0.0, 1.0, 1.0, 0.0]] * 4)
+    other_opt.step(rollout, [[0.0, 1.0, 1.0, 0.0]] * 4)
+    assert all(torch.equal(a, b) for a, b in zip(agent.model.parameters(), other.model.parameters()))

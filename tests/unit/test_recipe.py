@@ -161,3 +161,33 @@ def test_reference_doc_is_generated_from_the_config_classes(registry):
     from corl.reference import render
 
     assert (ROOT / "docs" / "reference.md").read_text() == render(registry), "regenerate: corl recipes keys > docs/reference.md"
+
+
+def test_import_paths_are_refused_unless_enabled(registry, monkeypatch):
+    data = with_(**{"voting.type": '"corl.builtin.voting:MajorityVote"'})
+    [msg] = errors(registry, data)
+    assert msg == ("<recipe>: voting.type: 'corl.builtin.voting:MajorityVote' is an import path; recipes name "
+                   "registered components only (see `corl plugins`), or set CORL_ALLOW_IMPORT_PATHS=1 to allow import paths")
+    monkeypatch.setenv("CORL_ALLOW_IMPORT_PATHS", "1")
+    spec = load_recipe(data, registry=registry)
+    from corl.builtin.voting import MajorityVote
+
+    assert spec.voting.aggregator.factory is MajorityVote
+    [msg] = errors(registry, with_(**{"voting.type": '"corl.nothing_here:X"'}))
+    assert "voting.type: cannot import 'corl.nothing_here:X'" in msg
+
+
+def test_odd_keys_stay_on_one_line(registry):
+    data = with_()
+    data["run"]["two\nlines"] = 1
+    [msg] = errors(registry, data)
+    assert msg.startswith('<recipe>: run."two\\nlines": unknown key') and "\n" not in msg
+
+
+def test_model_paths_are_checked_before_anything_loads(registry, tmp_path):
+    [msg] = errors(registry, with_(**{"agents[0].model": f'"{tmp_path / "nope"}"'}))
+    assert msg == f"<recipe>: agents[0].model: invalid value '{tmp_path / 'nope'}': no such folder"
+    [msg] = errors(registry, with_(**{"agents[0].model": f'"{tmp_path}"'}))
+    assert "not a Hugging Face model folder (no config.json)" in msg
+    [msg] = errors(registry, with_(**{"agents[0].model": '"zoo:llama"'}))
+    assert "unknown zoo model; available zoo:llama-tiny" in msg
