@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from corl.protocols import Agent, Aggregator, Sampler, Task
+from corl.protocols import Agent, Aggregator, AnswerVerifier, Sampler
 from corl.types import Prompt, Vote
 
 
-def evaluate(agent: Agent, sampler: Sampler, task: Task, prompts: Sequence[Prompt], aggregator: Aggregator,
-             k: int, temperature: float) -> dict[str, float]:
+def evaluate(agent: Agent, sampler: Sampler, verifier: AnswerVerifier, prompts: Sequence[Prompt],
+             aggregator: Aggregator, k: int, temperature: float) -> dict[str, float]:
     """Score ``agent`` on labeled ``prompts``; maj@k votes through ``aggregator``."""
-    verifier = task.verifier
     if not prompts:
         return {}
 

@@ -41,6 +41,8 @@ class RunSection:
         H: "write a whole-run checkpoint every N steps (0: only on SIGINT / SIGTERM)"})
     keep_checkpoints: int = attrs.field(default=2, validator=attrs.validators.ge(1),
                                         metadata={H: "how many of the newest checkpoints to keep"})
+    answer_timeout: float = attrs.field(default=2.0, validator=attrs.validators.ge(0), metadata={
+        H: "seconds one answer extraction or comparison may take; past it, no answer (0: no bound)"})
     max_nonfinite: int = attrs.field(default=3, validator=attrs.validators.ge(1), metadata={
         H: "stop after this many consecutive non-finite (skipped) updates of one agent"})
 
@@ -454,7 +456,7 @@ def _deepcopy(value: Any) -> Any:
 
 
 #: Keys a resumed run may change: how long, where and how it reports, not what it trains.
-RESUMABLE_CHANGES = ("run.steps", "run.name", "run.output_dir", "run.observers", "run.checkpoint_every",
+RESUMABLE_CHANGES = ("run.steps", "run.name", "run.output_dir", "run.observers", "run.checkpoint_every", "run.answer_timeout",
                      "run.keep_checkpoints", "run.max_nonfinite", "run.threads", "eval.every")
 
 

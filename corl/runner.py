@@ -24,6 +24,7 @@ from corl.evaluation import evaluate
 from corl.plugins import Registry, build_registry, make_plugin_manager
 from corl.protocols import Aggregator, RewardRouter, Task
 from corl.types import Context, Prompt, StepMetrics, Vote
+from corl.verify import BoundedVerifier
 
 
 @attrs.define
@@ -79,6 +80,7 @@ class Run:
         torch.set_num_threads(spec.run.threads or os.cpu_count() or 1)
         ctx = Context(spec=spec, seed=spec.run.seed, log=self.log)
         self.task = self._given["task"] or self._build("task", spec.task, ctx)
+        self.verifier = BoundedVerifier(self.task.verifier, spec.run.answer_timeout)
         self.train = list(self.task.split("train"))
         if len(self.train) < spec.run.prompts_per_step:
             raise CorlError(f"task: the train split has {len(self.train)} prompts, fewer than run.prompts_per_step "
@@ -119,16 +121,19 @@ class Run:
 
     def step(self, step: int) -> StepMetrics:
         start = time.perf_counter()
-        spec, verifier = self.spec, self.task.verifier
+        spec, verifier = self.spec, self.verifier
         prompts = self.next_prompts()
         rollouts, votes, labels, metrics = {}, {}, {}, {}
         for slot in self.agents:
             t0 = time.perf_counter()
             rollout = slot.sampler.sample(slot.agent, prompts, spec.voting.n_votes)
             rollouts[slot.name] = rollout
+            timeouts = verifier.timeouts
             votes[slot.name] = [[Vote(verifier.extract(t), slot.name, c) for t, c in zip(texts, confs)]
                                 for texts, confs in zip(rollout.texts, rollout.confidences)]
-            metrics[slot.name] = {"time/sample": time.perf_counter() - t0}
+            # extractions past run.answer_timeout, counted as no answer
+            metrics[slot.name] = {"time/sample": time.perf_counter() - t0,
+                                  "verify_timeouts": float(verifier.timeouts - timeouts)}
         t0 = time.perf_counter()
         for slot in self.agents:
             labels[slot.name] = self.aggregator.aggregate(votes[slot.name], verifier)
@@ -185,7 +190,7 @@ class Run:
     def evaluate(self, step: int) -> dict[str, dict[str, float]]:
         if not self.eval_prompts:
             return {}
-        results = {slot.name: evaluate(slot.agent, slot.sampler, self.task, self.eval_prompts, self.aggregator,
+        results = {slot.name: evaluate(slot.agent, slot.sampler, self.verifier, self.eval_prompts, self.aggregator,
                                        self.spec.eval.k, self.spec.eval.temperature) for slot in self.agents}
         self.evals[step] = results
         self.pm.hook.corl_on_eval_end(run=self, step=step, results=results)
@@ -254,7 +259,7 @@ class Run:
         elif self.resume:
             self.log(f"no checkpoint in {self.checkpoint_root}; starting from step 0")
         steps, every, ckpt_every = self.spec.run.steps, self.spec.eval.every, self.spec.run.checkpoint_every
-        with _StopOnSignal() as stop:
+        with _StopOnSignal() as stop, self.verifier.armed():
             self.pm.hook.corl_on_run_start(run=self)
             if self.start_step == 0:
                 self.evaluate(0)

@@ -19,6 +19,8 @@ class IntegerVerifier:
     """Answers are integers. The whole completion must be the number: a tiny model that emits
     anything else has not answered."""
 
+    bounded = True  # a regex over a short string: no time bound needed
+
     def extract(self, text: str) -> Hashable | None:
         m = _INT.fullmatch(text)
         return int(m.group(1)) if m else None

@@ -191,3 +191,11 @@ def test_model_paths_are_checked_before_anything_loads(registry, tmp_path):
     assert "not a Hugging Face model folder (no config.json)" in msg
     [msg] = errors(registry, with_(**{"agents[0].model": '"zoo:llama"'}))
     assert "unknown zoo model; available zoo:llama-tiny" in msg
+
+
+def test_a_bad_recipe_leaves_no_run_dir(tmp_path):
+    out = tmp_path / "run"
+    res = cli("run", "recipes/three_agent_ring.toml", "--set", f"run.output_dir={out}", "--set", "eval.k=0")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip().endswith("eval.k: invalid value 0: must be >= 1")
+    assert not out.exists()

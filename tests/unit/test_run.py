@@ -81,3 +81,24 @@ def test_supervised_router_gets_the_labels(tmp_path, cache_dir):
     router = Supervised()
     corl.run(RECIPE, [*TINY, f"run.output_dir={tmp_path}", "run.observers=[]", "eval.size=0"], router=router)
     assert len(router.truths) == 2 and all(isinstance(t, list) and None not in t for t in router.truths)
+
+
+def test_a_hanging_verifier_costs_one_answer_not_the_run(tmp_path, cache_dir):
+    from corl.builtin.tasks import ArithmeticConfig, ArithmeticTask, IntegerVerifier
+
+    class HangsOnce(IntegerVerifier):
+        bounded = False
+        calls = 0
+
+        def extract(self, text):
+            HangsOnce.calls += 1
+            while HangsOnce.calls == 1:  # the very first answer never returns
+                pass
+            return super().extract(text)
+
+    task = ArithmeticTask(ArithmeticConfig(seed_size=256, train_size=64, eval_size=32))
+    object.__setattr__(task, "verifier", HangsOnce())
+    corl.run(RECIPE, [*TINY, f"run.output_dir={tmp_path}", "run.steps=1", "run.answer_timeout=0.3", "eval.size=0",
+                      "run.observers=['jsonl']"], task=task)
+    train = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"train"' in x]
+    assert train[0]["agents"]["a"]["verify_timeouts"] == 1.0 and train[0]["agents"]["b"]["verify_timeouts"] == 0.0

@@ -1,0 +1,66 @@
+"""A time bound on answer verification: a pathological answer must not hang a run."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from typing import Any, Hashable
+
+from corl.protocols import AnswerVerifier
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _raise_timeout(signum, frame):
+    raise _Timeout
+
+
+class BoundedVerifier:
+    """Wraps a task's verifier: ``extract`` that runs past ``seconds`` gives no answer and
+    ``equivalent`` gives False; both are counted in ``timeouts``.
+
+    The bound uses a real-time interval timer and a SIGALRM handler installed for the duration of
+    ``with verifier.armed():`` (the run arms it while it runs, in the main thread); outside that,
+    calls run unbounded. Arming once keeps a bounded call at two cheap syscalls.
+    """
+
+    def __init__(self, inner: AnswerVerifier, seconds: float):
+        self.inner, self.seconds, self.timeouts = inner, seconds, 0
+        self._armed = False
+
+    @contextlib.contextmanager
+    def armed(self):
+        if self.seconds <= 0 or threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = signal.signal(signal.SIGALRM, _raise_timeout)
+        self._armed = True
+        try:
+            yield self
+        finally:
+            self._armed = False
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+    def _bounded(self, fn, default, *args) -> Any:
+        if not self._armed or getattr(self.inner, "bounded", False):  # a verifier that is fast by construction
+            return fn(*args)
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        try:
+            return fn(*args)
+        except _Timeout:
+            self.timeouts += 1
+            return default
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def extract(self, text: str) -> Hashable | None:
+        return self._bounded(self.inner.extract, None, text)
+
+    def equivalent(self, a: Hashable, b: Hashable) -> bool:
+        if a == b:  # the common case needs no timer
+            return True
+        return self._bounded(self.inner.equivalent, False, a, b)
