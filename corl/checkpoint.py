@@ -15,8 +15,9 @@ import os
 import random
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 STEP_DIR = re.compile(r"step-(\d{6,})")
 

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from corl.protocols import Agent, Aggregator, AnswerVerifier, Sampler
 from corl.types import Prompt, Vote
 
 
 def evaluate(agent: Agent, sampler: Sampler, verifier: AnswerVerifier, prompts: Sequence[Prompt],
-             aggregator: Aggregator, k: int, temperature: float) -> dict[str, float]:
-    """Score ``agent`` on labeled ``prompts``; maj@k votes through ``aggregator``."""
+             aggregator: Aggregator, k: int, temperature: float) -> tuple[dict[str, float], list[Any]]:
+    """Score ``agent`` on labeled ``prompts``; maj@k votes through ``aggregator``.
+
+    Returns the scores and the agent's greedy answers (for cohort diagnostics).
+    """
     if not prompts:
-        return {}
+        return {}, []
 
     def correct(text: str, label: Any) -> bool:
         answer = verifier.extract(text)
@@ -25,11 +29,12 @@ def evaluate(agent: Agent, sampler: Sampler, verifier: AnswerVerifier, prompts: 
              for texts, confs in zip(sampled.texts, sampled.confidences)]
     labels = aggregator.aggregate(votes, verifier)
     n = len(prompts)
+    answers = [verifier.extract(texts[0]) for texts in greedy.texts]
     return {
-        "greedy": sum(correct(texts[0], p.label) for p, texts in zip(prompts, greedy.texts)) / n,
+        "greedy": sum(a is not None and verifier.equivalent(a, p.label) for a, p in zip(answers, prompts)) / n,
         "pass@1": sum(sum(h) / k for h in hits) / n,
         f"maj@{k}": sum(lab.answer is not None and verifier.equivalent(lab.answer, p.label)
                         for p, lab in zip(prompts, labels)) / n,
         f"pass@{k}": sum(any(h) for h in hits) / n,
         "length": sum(sum(ls) for ls in sampled.lengths) / (n * k),
-    }
+    }, answers

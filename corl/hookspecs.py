@@ -34,8 +34,12 @@ def corl_on_step_end(run: Any, step: int, metrics: Any) -> None:
 
 
 @hookspec
-def corl_on_eval_end(run: Any, step: int, results: dict[str, dict[str, float]]) -> None:
-    """Called after each held-out evaluation: ``results[agent][metric]`` (step 0 is the base)."""
+def corl_on_eval_end(run: Any, step: int, results: dict[str, dict[str, float]], cohort: dict[str, Any]) -> None:
+    """Called after each held-out evaluation: ``results[agent][metric]`` (step 0 is the base).
+
+    ``cohort`` holds pairwise matrices over the agents' greedy answers (``agents``, ``n``,
+    ``agreement``, and with labels ``phi`` and ``same_wrong``; see :mod:`corl.cohort`).
+    """
 
 
 @hookspec

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import attrs
 import pluggy
@@ -19,6 +20,7 @@ from corl.errors import ConfigError, PluginError
 #: Built-in plugin modules, registered exactly like third-party plugins.
 BUILTIN_PLUGINS = (
     "corl.builtin.tasks",
+    "corl.builtin.data",
     "corl.builtin.hf",
     "corl.builtin.voting",
     "corl.builtin.topology",

@@ -3,7 +3,8 @@ through these. Implementations are plain classes built from one frozen attrs con
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from corl.types import Prompt, PseudoLabel, Rollout, Vote
 

@@ -11,8 +11,9 @@ import re
 import tomllib
 import types
 import typing
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 import attrs
 
@@ -430,14 +431,16 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "") -> R
                    topology=topology, eval=ev, zoo=zoo, source=source)
 
 
-def load_recipe(path: str | Path | Mapping[str, Any], overrides: list[str] = (), registry: Registry | None = None) -> RunSpec:
-    """Read, override and validate a recipe (a path or an already-parsed table)."""
+def load_recipe(path: str | Path | Mapping[str, Any], overrides: list[str] = (), registry: Registry | None = None,
+                source: str | None = None) -> RunSpec:
+    """Read, override and validate a recipe (a path or an already-parsed table; ``source`` names
+    where a table came from, so that relative paths in it resolve against that file)."""
     if registry is None:
         from corl.plugins import build_registry, make_plugin_manager
 
         registry = build_registry(make_plugin_manager())
     if isinstance(path, Mapping):
-        data, source = _deepcopy(path), "<recipe>"
+        data, source = _deepcopy(path), source or "<recipe>"
     else:
         data, source = read_toml(path), str(path)
     data = apply_overrides(data, list(overrides))
@@ -470,7 +473,7 @@ def differences(old: Mapping[str, Any], new: Mapping[str, Any], path: str = "") 
         for i, (a, b) in enumerate(zip(old, new)):
             out += differences(a, b, _join(path, i))
     elif old != new and path not in RESUMABLE_CHANGES:
-        show = lambda v: "(absent)" if v is None else repr(v)  # noqa: E731
+        show = lambda v: "(absent)" if v is None else repr(v)
         out.append(f"{path}: {show(old)} -> {show(new)}")
     return out
 

@@ -12,13 +12,15 @@ import random
 import signal
 import statistics
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import attrs
 
 from corl import checkpoint
 from corl import recipe as recipe_mod
+from corl.cohort import pairwise
 from corl.errors import CorlError, Interrupted, TrainingError
 from corl.evaluation import evaluate
 from corl.plugins import Registry, build_registry, make_plugin_manager
@@ -50,6 +52,10 @@ class Run:
         self.spec, self.resume, self.force = spec, resume, force
         self.start_step, self._checkpointed = 0, -1
         self._nonfinite: dict[str, int] = {}
+        self._streaks: dict[tuple[str, str], int] = {}
+        self._warned: set[tuple[str, str]] = set()
+        self.warnings: list[str] = []
+        self.cohorts: dict[int, dict[str, Any]] = {}
         self.pm = pm or make_plugin_manager(plugins)
         self.registry: Registry = build_registry(self.pm)
         self.output_dir = spec.output_dir
@@ -165,11 +171,40 @@ class Run:
                 m["reward_accuracy"] = statistics.fmean(
                     float(r == c) for rs, cs in zip(train_rewards, correct) for r, c in zip(rs, cs))
                 m["train_accuracy"] = statistics.fmean(x for cs in correct for x in cs)
+        for slot in self.agents:
+            metrics[slot.name]["label_mode_share"] = _mode_share([lab.answer for lab in labels[slot.name]])
+        self._check_health(step, metrics)
         self._account_nonfinite(step, metrics)
         result = StepMetrics(step=step, agents=metrics, seconds=time.perf_counter() - start)
         self.history.append({"step": step, "seconds": result.seconds, "agents": metrics})
         self.pm.hook.corl_on_step_end(run=self, step=step, metrics=result)
         return result
+
+    #: consecutive steps a symptom must last before it is reported
+    HEALTH_PATIENCE = 5
+
+    def _check_health(self, step: int, metrics: dict[str, dict[str, float]]) -> None:
+        """Warn (once per agent and symptom) about collapse and collusion, the failure modes of
+        label-free RL: no reward variance, no entropy, or one answer for unrelated prompts."""
+        for name, m in metrics.items():
+            symptoms = {
+                "reward_std": m["reward_std"] < 1e-3,
+                "entropy": m.get("active_fraction", 0) > 0 and m.get("entropy", 1.0) < 0.02,
+                "collusion": m["label_mode_share"] > 0.5 and self.spec.run.prompts_per_step >= 8,
+            }
+            for symptom, present in symptoms.items():
+                key = (name, symptom)
+                self._streaks[key] = self._streaks.get(key, 0) + 1 if present else 0
+                if self._streaks[key] == self.HEALTH_PATIENCE and key not in self._warned:
+                    self._warned.add(key)
+                    text = {"reward_std": "reward std ~0 (every sample of every prompt rewarded alike): no "
+                                          "learning signal; collapse?",
+                            "entropy": "policy entropy ~0: sampling has collapsed onto single answers",
+                            "collusion": f"{m['label_mode_share']:.0%} of prompts share one pseudo-label: agents "
+                                         "converging on a constant answer (collusion?); lower the learning rate"}[symptom]
+                    message = f"warning: step {step}: agent {name!r}: {text} ({self.HEALTH_PATIENCE} steps in a row)"
+                    self.warnings.append(message)
+                    self.log(message)
 
     def _account_nonfinite(self, step: int, metrics: dict[str, dict[str, float]]) -> None:
         """A skipped (non-finite) update is counted; too many in a row for one agent stop the run."""
@@ -190,10 +225,15 @@ class Run:
     def evaluate(self, step: int) -> dict[str, dict[str, float]]:
         if not self.eval_prompts:
             return {}
-        results = {slot.name: evaluate(slot.agent, slot.sampler, self.verifier, self.eval_prompts, self.aggregator,
-                                       self.spec.eval.k, self.spec.eval.temperature) for slot in self.agents}
+        results, answers = {}, {}
+        for slot in self.agents:
+            results[slot.name], answers[slot.name] = evaluate(
+                slot.agent, slot.sampler, self.verifier, self.eval_prompts, self.aggregator, self.spec.eval.k,
+                self.spec.eval.temperature)
         self.evals[step] = results
-        self.pm.hook.corl_on_eval_end(run=self, step=step, results=results)
+        cohort = pairwise(answers, self.verifier, [p.label for p in self.eval_prompts])
+        self.cohorts[step] = cohort
+        self.pm.hook.corl_on_eval_end(run=self, step=step, results=results, cohort=cohort)
         return results
 
     # -- checkpoints ----------------------------------------------------------------------------
@@ -206,6 +246,8 @@ class Run:
         state = {"step": step, "cursor": self._cursor, "epoch_order": self._epoch_order,
                  "order_rng": checkpoint.jsonable(self._order.getstate()), "history": self.history,
                  "evals": {str(k): v for k, v in self.evals.items()}, "nonfinite": self._nonfinite,
+                 "health": {"streaks": [[*k, v] for k, v in self._streaks.items()], "warned": sorted(self._warned),
+                            "warnings": self.warnings},
                  "recipe": recipe_mod.to_dict(self.spec)}
 
         def save_parts(folder: Path) -> None:
@@ -228,6 +270,9 @@ class Run:
         self.history = state["history"]
         self.evals = {int(k): v for k, v in state["evals"].items()}
         self._nonfinite = state["nonfinite"]
+        self._streaks = {(a, b): v for a, b, v in state["health"]["streaks"]}
+        self._warned = {tuple(k) for k in state["health"]["warned"]}
+        self.warnings = state["health"]["warnings"]
         checkpoint.restore_rng(path)
         return state["step"]
 
@@ -252,6 +297,9 @@ class Run:
             self._check_compatible(resume_from)  # before any model loads
         self.output_dir.mkdir(parents=True, exist_ok=True)
         (self.output_dir / "recipe.json").write_text(json.dumps(recipe_mod.to_dict(self.spec), indent=2))
+        # where the recipe came from: relative data paths resolve against it when resuming from the run dir
+        (self.output_dir / "recipe.source").write_text(str(Path(self.spec.source).resolve()) if self.spec.source
+                                                        and not self.spec.source.startswith("<") else "")
         self.setup()
         if resume_from is not None:
             self.start_step = self.restore(resume_from)
@@ -291,7 +339,8 @@ class Run:
             agents[slot.name] = {"before": self.evals[steps[0]][slot.name], "after": self.evals[steps[-1]][slot.name],
                                  "best": self.evals[best][slot.name], "best_step": best}
         return {"name": self.spec.run.name, "steps": self.spec.run.steps, "seconds": round(seconds, 2),
-                "eval_prompts": len(self.eval_prompts), "eval_k": self.spec.eval.k, "agents": agents}
+                "eval_prompts": len(self.eval_prompts), "eval_k": self.spec.eval.k, "agents": agents,
+                "warnings": self.warnings}
 
 
 def run(recipe: str | Path | Mapping[str, Any] | recipe_mod.RunSpec, overrides: Sequence[str] = (), *,
@@ -307,6 +356,15 @@ def run(recipe: str | Path | Mapping[str, Any] | recipe_mod.RunSpec, overrides: 
     else:
         spec = recipe_mod.load_recipe(recipe, list(overrides), registry=build_registry(pm))
     return Run(spec, pm=pm, resume=resume, force=force, **components).execute()
+
+
+def _mode_share(answers: Sequence[Any]) -> float:
+    """Share of prompts whose pseudo-label is the batch's most common one (exact match)."""
+    counts: dict[Any, int] = {}
+    for a in answers:
+        if a is not None:
+            counts[a] = counts.get(a, 0) + 1
+    return max(counts.values(), default=0) / max(len(answers), 1)
 
 
 def _seed(seed: int) -> None:
@@ -325,7 +383,7 @@ class _StopOnSignal:
         self.signal: int | None = None
         self._previous: dict[int, Any] = {}
 
-    def __enter__(self) -> "_StopOnSignal":
+    def __enter__(self) -> _StopOnSignal:
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
                 self._previous[sig] = signal.signal(sig, self._handle)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Mapping
+from collections.abc import Hashable, Mapping
+from typing import Any
 
 import attrs
 

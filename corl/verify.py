@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from typing import Any, Hashable
+from collections.abc import Hashable
+from typing import Any
 
 from corl.protocols import AnswerVerifier
 

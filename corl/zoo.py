@@ -15,8 +15,8 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import attrs
 

@@ -1,4 +1,6 @@
 import os
+import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -19,3 +21,14 @@ TINY = [
     "run.steps=2", "run.prompts_per_step=8", "zoo.steps=20", "task.seed_size=256", "task.train_size=64",
     "task.eval_size=32", "eval.size=16", "eval.k=4", "voting.n_votes=4", "voting.n_train=4",
 ]
+
+#: TINY's task.* keys are the arithmetic task's; other task types shrink their data their own way.
+TINY_TASK = {"jsonl": ["task.limit=256"]}
+
+
+def tiny_for(recipe) -> list[str]:
+    """TINY, adapted to the task type of a recipe file."""
+    task = tomllib.loads(Path(recipe).read_text()).get("task", {}).get("type", "arithmetic")
+    if task == "arithmetic":
+        return TINY
+    return [x for x in TINY if not x.startswith("task.")] + TINY_TASK[task]

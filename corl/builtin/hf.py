@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal
 
 import attrs
 
@@ -43,6 +44,9 @@ class HFAgentConfig:
     device: str = attrs.field(default="cpu", metadata={"help": "torch device, e.g. cpu or cuda:0"})
     pad_token: str | None = attrs.field(default=None, metadata={
         "help": "token to pad with when the tokenizer has none (e.g. its EOS token); required then"})
+    prompt_format: Literal["auto", "chat", "raw"] = attrs.field(default="auto", metadata={
+        "help": "chat: wrap each prompt as a user turn with the tokenizer's chat template; raw: the text as is; "
+                "auto: chat when the tokenizer has a chat template"})
     trust_remote_code: bool = attrs.field(default=False, metadata={
         "help": "run Python code shipped with the model (only for models you trust)"})
 
@@ -98,6 +102,18 @@ class HFAgent:
             raise CorlError(f"agent {self.name!r}: the tokenizer of {config.model!r} has no EOS token")
         self.model.eval()  # no dropout: training log-probs must match sampling ones
         self.reference = None
+
+    def encode(self, texts: Sequence[str]):
+        """Tokenize prompts, left-padded; through the chat template where the agent uses one."""
+        tok = self.tokenizer
+        chat = self.config.prompt_format == "chat" or (self.config.prompt_format == "auto" and tok.chat_template)
+        if chat:
+            if not tok.chat_template:
+                raise CorlError(f"agent {self.name!r}: prompt_format = 'chat' but the tokenizer has no chat template")
+            texts = [tok.apply_chat_template([{"role": "user", "content": t}], tokenize=False,
+                                             add_generation_prompt=True) for t in texts]
+        # A chat template writes its own BOS; raw text gets the tokenizer's special tokens.
+        return tok(list(texts), return_tensors="pt", padding=True, add_special_tokens=not chat)
 
     def parameters(self):
         return self.model.parameters()
@@ -163,7 +179,7 @@ class HFSampler:
 
         cfg, tok, model = self.config, agent.tokenizer, agent.model
         temp = 1.0 if greedy else (temperature or cfg.temperature)
-        enc = tok([p.text for p in prompts], return_tensors="pt", padding=True).to(model.device)
+        enc = agent.encode([p.text for p in prompts]).to(model.device)
         prompt_ids = enc["input_ids"].repeat_interleave(n, 0)
         prompt_mask = enc["attention_mask"].repeat_interleave(n, 0)
         eos = tok.eos_token_id
@@ -214,7 +230,7 @@ def _check_length(agent: HFAgent, task, max_new_tokens: int) -> None:
     texts = [p.text for name in ("train", "eval") for p in task.split(name)]
     if not texts:
         return
-    longest = max(len(ids) for ids in agent.tokenizer(texts)["input_ids"])
+    longest = agent.encode(texts)["input_ids"].shape[1]
     if longest + max_new_tokens > limit:
         raise CorlError(f"agent {agent.name!r}: the longest prompt ({longest} tokens) plus max_new_tokens "
                         f"({max_new_tokens}) exceeds the model's {limit} positions; lower "

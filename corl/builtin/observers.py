@@ -6,6 +6,7 @@ the ``corl_on_*`` hooks like any third-party observer.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -107,8 +108,8 @@ class JsonlObserver:
         self._write({"kind": "train", "step": step, "seconds": metrics.seconds, "agents": _agent_scalars(metrics)})
 
     @hookimpl
-    def corl_on_eval_end(self, run, step, results):
-        self._write({"kind": "eval", "step": step, "agents": results})
+    def corl_on_eval_end(self, run, step, results, cohort):
+        self._write({"kind": "eval", "step": step, "agents": results, "cohort": cohort})
 
     @hookimpl
     def corl_on_run_end(self, run, summary):
@@ -137,10 +138,16 @@ class TensorboardObserver:
         self.writer.add_scalar("train/step_seconds", metrics.seconds, step)
 
     @hookimpl
-    def corl_on_eval_end(self, run, step, results):
+    def corl_on_eval_end(self, run, step, results, cohort):
         for name, values in results.items():
             for key, value in values.items():
                 self.writer.add_scalar(f"eval/{name}/{key}", value, step)
+        names = cohort["agents"]
+        for matrix in ("agreement", "phi", "same_wrong"):
+            for i, j in itertools.combinations(range(len(names)), 2):
+                value = (cohort[matrix] or [[None] * len(names)] * len(names))[i][j]
+                if value is not None:
+                    self.writer.add_scalar(f"cohort/{matrix}/{names[i]}-{names[j]}", value, step)
         self.writer.flush()
 
     @hookimpl

@@ -3,8 +3,8 @@ the advantage estimator."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import attrs
 

@@ -3,30 +3,13 @@
 from __future__ import annotations
 
 import random
-import re
-from typing import Hashable, Literal
+from typing import Literal
 
 import attrs
 
+from corl.answers import IntegerVerifier
 from corl.plugins import hookimpl
 from corl.types import Prompt
-
-_INT = re.compile(r"\s*(-?\d+)\s*")
-
-
-@attrs.frozen
-class IntegerVerifier:
-    """Answers are integers. The whole completion must be the number: a tiny model that emits
-    anything else has not answered."""
-
-    bounded = True  # a regex over a short string: no time bound needed
-
-    def extract(self, text: str) -> Hashable | None:
-        m = _INT.fullmatch(text)
-        return int(m.group(1)) if m else None
-
-    def equivalent(self, a: Hashable, b: Hashable) -> bool:
-        return a == b
 
 
 @attrs.frozen

@@ -7,7 +7,8 @@ must be declared with ``run.supervised = true``.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import attrs
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import defaultdict
-from typing import Hashable, Literal, Sequence
+from collections.abc import Hashable, Sequence
+from typing import Literal
 
 import attrs
 

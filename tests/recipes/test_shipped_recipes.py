@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from corl.cli import shipped_recipes
-from tests.conftest import TINY
+from tests.conftest import tiny_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize("name", sorted(shipped_recipes()))
 def test_shipped_recipe_runs_end_to_end(name, tmp_path, cache_dir):
     out_dir = tmp_path / "run"
-    sets = [x for item in [*TINY, f"run.output_dir={out_dir}"] for x in ("--set", item)]
+    sets = [x for item in [*tiny_for(ROOT / "recipes" / f"{name}.toml"), f"run.output_dir={out_dir}"]
+            for x in ("--set", item)]
     res = subprocess.run([sys.executable, "-m", "corl.cli", "run", str(ROOT / "recipes" / f"{name}.toml"), *sets],
                          capture_output=True, text=True, env={**os.environ, "CORL_CACHE_DIR": str(cache_dir)},
                          timeout=600)

@@ -155,3 +155,19 @@ def test_checkpoint_state_round_trips_exactly(task, cache_dir, tmp_path):
     opt.step(rollout, [[0.0, 1.0, 1.0, 0.0]] * 4)
     other_opt.step(rollout, [[0.0, 1.0, 1.0, 0.0]] * 4)
     assert all(torch.equal(a, b) for a, b in zip(agent.model.parameters(), other.model.parameters()))
+
+
+def test_chat_template_is_applied_where_the_tokenizer_has_one(task, cache_dir):
+    agent = make_agent("llama-tiny", task)
+    raw = agent.encode(["1+2="])["input_ids"][0].tolist()
+    assert agent.tokenizer.decode(raw) == "<bos>1+2="
+    agent.tokenizer.chat_template = "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}*"
+    chat = agent.encode(["1+2="])["input_ids"][0].tolist()
+    assert agent.tokenizer.decode(chat) == "<bos>1+2=*"  # auto: the template is used, BOS not doubled
+    rollout = HFSampler(HFSamplerConfig(max_new_tokens=3)).sample(agent, task.split("train")[:2], 2)
+    first = rollout.batch.sequences[0, : rollout.batch.prompt_len].tolist()
+    assert agent.tokenizer.decode(first, skip_special_tokens=True).endswith("*")
+    raw_agent = HFAgent(HFAgentConfig(model="zoo:llama-tiny", prompt_format="raw"),
+                        Context(spec=_Spec(), seed=0, task=task, agent_name="r", log=lambda m: None))
+    raw_agent.tokenizer.chat_template = agent.tokenizer.chat_template
+    assert raw_agent.encode(["1+2="])["input_ids"][0].tolist() == raw

@@ -102,3 +102,30 @@ def test_a_hanging_verifier_costs_one_answer_not_the_run(tmp_path, cache_dir):
                       "run.observers=['jsonl']"], task=task)
     train = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"train"' in x]
     assert train[0]["agents"]["a"]["verify_timeouts"] == 1.0 and train[0]["agents"]["b"]["verify_timeouts"] == 0.0
+
+
+class ConstantLabel:
+    """Colluding peers: the same pseudo-label for every prompt."""
+
+    def aggregate(self, votes, verifier):
+        return [corl.PseudoLabel(7, 1.0, {7: 1.0}) for _ in votes]
+
+
+def test_collapse_and_collusion_are_warned_once(tmp_path, cache_dir):
+    summary = corl.run(RECIPE, [*TINY, f"run.output_dir={tmp_path}", "run.steps=6", "run.observers=['jsonl']",
+                                "eval.size=0"], aggregator=ConstantLabel())
+    warnings = summary["warnings"]
+    assert any("step 5: agent 'a': 100% of prompts share one pseudo-label" in w for w in warnings)
+    assert any("step 5: agent 'b': reward std ~0" in w for w in warnings) or any(
+        "agent 'b'" in w and "collusion" in w for w in warnings)
+    assert len([w for w in warnings if "agent 'a'" in w and "collusion" in w]) == 1  # once, not every step
+
+
+def test_eval_records_carry_cohort_matrices(tmp_path, cache_dir):
+    corl.run(RECIPE, [*TINY, f"run.output_dir={tmp_path}", "run.steps=1", "run.observers=['jsonl']"])
+    evals = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"eval"' in x]
+    cohort = evals[0]["cohort"]
+    assert cohort["agents"] == ["a", "b"] and cohort["n"] == 16
+    assert cohort["agreement"][0][0] == 1.0 and 0 <= cohort["agreement"][0][1] <= 1
+    assert cohort["agreement"][0][1] == cohort["agreement"][1][0]
+    assert cohort["same_wrong"][0][0] is None

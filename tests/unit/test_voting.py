@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corl.builtin.voting import (MajorityConfig, MajorityVote, WeightedConfig, WeightedVote, group_answers)
 from corl.builtin.tasks import IntegerVerifier
+from corl.builtin.voting import MajorityConfig, MajorityVote, WeightedConfig, WeightedVote, group_answers
 from corl.types import Vote
 
 
