@@ -73,6 +73,7 @@ class AgentSpec:
     agent: ComponentSpec
     sampler: ComponentSpec
     optimizer: ComponentSpec
+    frozen: bool = False  # samples and votes (e.g. as a judge) but is never updated
 
 
 @attrs.frozen
@@ -403,11 +404,12 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "") -> R
             errors.add(f"{path}.name", f"duplicate agent name {name!r} (also agents[{seen[name]}]); names must be unique")
         else:
             seen[name] = i
-        agent = _component(registry, "agent", raw, path, errors, skip=("name", "sampler", "optimizer"))
+        agent = _component(registry, "agent", raw, path, errors, skip=("name", "sampler", "optimizer", "frozen"))
         sampler = _component(registry, "sampler", raw.get("sampler"), f"{path}.sampler", errors)
         optimizer = _component(registry, "optimizer", raw.get("optimizer"), f"{path}.optimizer", errors)
-        if None not in (agent, sampler, optimizer) and isinstance(name, str):
-            agents.append(AgentSpec(name, agent, sampler, optimizer))
+        frozen = _convert(bool, raw.get("frozen", False), f"{path}.frozen", errors)
+        if None not in (agent, sampler, optimizer, frozen) and isinstance(name, str):
+            agents.append(AgentSpec(name, agent, sampler, optimizer, frozen))
 
     if topology is not None and run is not None:
         router_cls = topology.factory or registry.get("router", topology.type).factory
@@ -415,6 +417,11 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "") -> R
         if len(raw_agents) < min_agents:
             errors.add("topology.type", f"{topology.type!r} needs at least {min_agents} agents, the recipe has "
                                         f"{len(raw_agents)}; use 'self' for a single agent")
+        check = getattr(router_cls, "check", None)  # a router's own cross-checks against the agents
+        for problem in check(topology.config, agents) if check else ():
+            errors.add("topology", problem)
+        if agents and all(a.frozen for a in agents):
+            errors.add("agents", "every agent is frozen: nothing would train")
         supervised = bool(getattr(router_cls, "supervised", False))
         if supervised and not run.supervised:
             errors.add("topology.type", f"{topology.type!r} rewards with ground-truth labels; declare it with run.supervised = true")
@@ -487,7 +494,7 @@ def to_dict(spec: RunSpec) -> dict[str, Any]:
         "run": attrs.asdict(spec.run),
         "task": component(spec.task),
         "agents": [{"name": a.name, **component(a.agent), "sampler": component(a.sampler),
-                    "optimizer": component(a.optimizer)} for a in spec.agents],
+                    "optimizer": component(a.optimizer), "frozen": a.frozen} for a in spec.agents],
         "voting": component(spec.voting.aggregator, n_votes=spec.voting.n_votes, n_train=spec.voting.n_train),
         "topology": component(spec.topology),
         "eval": attrs.asdict(spec.eval),

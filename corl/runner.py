@@ -36,7 +36,7 @@ class AgentSlot:
     name: str
     agent: Any
     sampler: Any
-    optimizer: Any
+    optimizer: Any  # None for a frozen agent
 
 
 class Run:
@@ -100,8 +100,8 @@ class Run:
             actx = attrs.evolve(ctx, agent_name=a.name)
             agent = self._build("agent", a.agent, actx)
             actx = attrs.evolve(actx, agent=agent)
-            self.agents.append(AgentSlot(a.name, agent, self._build("sampler", a.sampler, actx),
-                                         self._build("optimizer", a.optimizer, actx)))
+            optimizer = None if a.frozen else self._build("optimizer", a.optimizer, actx)
+            self.agents.append(AgentSlot(a.name, agent, self._build("sampler", a.sampler, actx), optimizer))
         self.aggregator = self._given["aggregator"] or self._build("aggregator", spec.voting.aggregator, ctx)
         self.router = self._given["router"] or self._build("router", spec.topology, ctx)
         for name in spec.run.observers:
@@ -154,8 +154,9 @@ class Run:
             train_rewards = [r[: spec.voting.n_train] for r in rewards[slot.name]]
             flat = [x for r in train_rewards for x in r]
             t0 = time.perf_counter()
-            m.update(slot.optimizer.step(rollouts[slot.name], train_rewards))
-            slot.sampler.sync(slot.agent)
+            if slot.optimizer is not None:  # a frozen agent (a judge) votes but is not trained
+                m.update(slot.optimizer.step(rollouts[slot.name], train_rewards))
+                slot.sampler.sync(slot.agent)
             m["time/update"] = time.perf_counter() - t0
             m["reward_mean"] = statistics.fmean(flat)
             m["reward_std"] = statistics.pstdev(flat)
@@ -252,8 +253,9 @@ class Run:
 
         def save_parts(folder: Path) -> None:
             for slot in self.agents:
-                slot.agent.save_state(str(folder / "agents" / slot.name))
-                slot.optimizer.save_state(str(folder / "optimizers" / slot.name))
+                if slot.optimizer is not None:  # a frozen agent is rebuilt from the recipe
+                    slot.agent.save_state(str(folder / "agents" / slot.name))
+                    slot.optimizer.save_state(str(folder / "optimizers" / slot.name))
 
         path = checkpoint.write(self.checkpoint_root, step, state, save_parts, self.spec.run.keep_checkpoints,
                                 fault=lambda where: _fault(where, step))
@@ -263,8 +265,9 @@ class Run:
     def restore(self, path: Path) -> int:
         state = checkpoint.read_state(path)
         for slot in self.agents:
-            slot.agent.load_state(str(path / "agents" / slot.name))
-            slot.optimizer.load_state(str(path / "optimizers" / slot.name))
+            if slot.optimizer is not None:
+                slot.agent.load_state(str(path / "agents" / slot.name))
+                slot.optimizer.load_state(str(path / "optimizers" / slot.name))
         self._cursor, self._epoch_order = state["cursor"], state["epoch_order"]
         self._order.setstate(checkpoint.tuples(state["order_rng"]))
         self.history = state["history"]

@@ -30,8 +30,8 @@ def _template(instance, attribute, value: str) -> None:
 @attrs.frozen
 class DataConfig:
     train: str = attrs.field(metadata={
-        "help": "unlabeled training prompts (.jsonl or .parquet; relative to the recipe file); labels, if any, "
-                "are used only for monitoring"})
+        "help": "unlabeled training prompts: .jsonl, .parquet, or a folder saved by `datasets` save_to_disk "
+                "(DIR or DIR::SPLIT); relative to the recipe file; labels, if any, are used only for monitoring"})
     eval: str | None = attrs.field(default=None, metadata={"help": "labeled held-out prompts for evaluation"})
     seed: str | None = attrs.field(default=None, metadata={"help": "labeled prompts for warm-starting zoo models"})
     prompt_field: str = attrs.field(default="question", metadata={"help": "the field holding the prompt"})
@@ -73,8 +73,9 @@ class DataTask:
         return self._splits[name]
 
     def _load(self, split: str, path: Path, log) -> tuple[Prompt, ...]:
-        if not path.is_file():
-            raise CorlError(f"task.{split}: no such file: {_show(path)}")
+        on_disk = Path(str(path).partition("::")[0])
+        if not on_disk.exists():
+            raise CorlError(f"task.{split}: no such file: {_show(on_disk)}")
         prompts, skipped, first = [], 0, ""
         for line, row in _rows(split, path):
             try:
@@ -118,7 +119,9 @@ class DataTask:
 def _rows(split: str, path: Path) -> Iterator[tuple[int, Any]]:
     """(line or row number, row) pairs; a line that is not JSON comes as a :class:`_BadRow`."""
     suffix = path.suffix.lower()
-    if suffix == ".jsonl":
+    if path.is_dir() or "::" in path.name:
+        yield from _saved_dataset(split, path)
+    elif suffix == ".jsonl":
         try:
             f = path.open("rb")  # bytes, so that a bad encoding is one bad line, named by its number
         except OSError as exc:
@@ -153,6 +156,28 @@ def _rows(split: str, path: Path) -> Iterator[tuple[int, Any]]:
     else:
         raise CorlError(f"task.{split}: {_show(path)}: unsupported file type {suffix or '(none)'!r}; "
                         "use .jsonl or .parquet")
+
+
+def _saved_dataset(split: str, path: Path) -> Iterator[tuple[int, Any]]:
+    """A `datasets` dataset saved with ``save_to_disk``: ``DIR`` (one Dataset) or ``DIR::SPLIT``
+    (one split of a saved DatasetDict). Loaded from local disk only."""
+    folder, _, name = str(path).partition("::")
+    try:
+        import datasets
+    except ImportError:
+        raise CorlError(f"task.{split}: {_show(Path(folder))} is a folder; reading a saved `datasets` dataset "
+                        "needs the datasets package (pip install 'corl[data]')") from None
+    try:
+        loaded = datasets.load_from_disk(folder)
+    except (FileNotFoundError, ValueError) as exc:
+        raise CorlError(f"task.{split}: {_show(Path(folder))}: not a dataset saved with save_to_disk ({exc})") from None
+    if isinstance(loaded, datasets.DatasetDict):
+        if name not in loaded:
+            raise CorlError(f"task.{split}: {_show(Path(folder))} holds splits {', '.join(loaded)}; "
+                            f"name one as {folder}::SPLIT")
+        loaded = loaded[name]
+    for i, row in enumerate(loaded, 1):
+        yield i, row
 
 
 def _show(path: Path) -> str:

@@ -110,8 +110,35 @@ class GroundTruthRouter:
         return {name: [match(vs, t, verifier) for vs, t in zip(votes[name], truth)] for name in votes}
 
 
+@attrs.frozen
+class JudgeConfig:
+    judge: str = attrs.field(metadata={"help": "name of the (frozen) agent whose pseudo-label rewards every other agent"})
+
+
+class JudgeRouter:
+    """Every agent against one judge agent's pseudo-label: the judge-based baseline (a third model
+    that judges). Declare the judge ``frozen = true`` to keep it fixed."""
+
+    supervised = False
+    min_agents = 2
+
+    def __init__(self, config: JudgeConfig, ctx=None):
+        self.judge = config.judge
+
+    @staticmethod
+    def check(config: JudgeConfig, agents) -> list[str]:
+        names = [a.name for a in agents]
+        if config.judge not in names:
+            return [f"judge {config.judge!r} is not an agent; agents: {', '.join(names)}"]
+        return []
+
+    def route(self, votes, labels, verifier, aggregator, truth=None) -> Rewards:
+        return {name: _against(votes[name], labels[self.judge], verifier) for name in votes}
+
+
 @hookimpl
 def corl_register_components(registry):
+    registry.add("router", "judge", JudgeRouter, JudgeConfig, help="i <- a judge agent (judge-based baseline)")
     registry.add("router", "ring", RingRouter, NoConfig, help="i <- i+1")
     registry.add("router", "all_pairs", AllPairsRouter, AllPairsConfig, help="i <- every j != i, pooled or averaged")
     registry.add("router", "self", SelfRouter, NoConfig, help="i <- i (TTRL-style self-reward)")

@@ -205,3 +205,18 @@ def test_sample_files_give_labels_in_every_row():
                                answer_field="solution"), ctx_for(ROOT / "x.toml"))
     labels = {p.label for p in math.split("eval")}
     assert len(math.split("eval")) >= 30 and r"\frac{\sqrt{3}}{2}" in labels and any("frac" in x for x in labels)
+
+
+def test_saved_datasets_dataset_is_read_from_local_disk(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    rows = {"question": ["1+2=", "3+4=", "5+6="], "answer": ["#### 3", "#### 7", "#### 11"]}
+    datasets.Dataset.from_dict(rows).save_to_disk(str(tmp_path / "single"))
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict(rows),
+                          "test": datasets.Dataset.from_dict(rows)}).save_to_disk(str(tmp_path / "dict"))
+    task = DataTask(DataConfig(train=str(tmp_path / "single"), eval=str(tmp_path / "dict") + "::test"))
+    assert [p.text for p in task.split("train")] == rows["question"]
+    assert [p.label for p in task.split("eval")] == ["3", "7", "11"]
+    with pytest.raises(CorlError, match=r"holds splits train, test; name one as .*::SPLIT"):
+        DataTask(DataConfig(train=str(tmp_path / "dict")))
+    with pytest.raises(CorlError, match="not a dataset saved with save_to_disk"):
+        DataTask(DataConfig(train=str(tmp_path)))

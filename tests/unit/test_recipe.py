@@ -68,7 +68,7 @@ def test_unknown_component_lists_the_available_ones(registry):
     [msg] = errors(registry, with_(**{"agents[1].sampler.type": '"vllm"'}))
     assert "agents[1].sampler.type: unknown sampler 'vllm'; available: hf" in msg
     [msg] = errors(registry, with_(**{"topology.type": '"star"'}))
-    assert "available: all_pairs, ground_truth, ring, self" in msg
+    assert "available: all_pairs, ground_truth, judge, ring, self" in msg
 
 
 def test_literal_choices(registry):
@@ -199,3 +199,13 @@ def test_a_bad_recipe_leaves_no_run_dir(tmp_path):
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert res.stderr.strip().endswith("eval.k: invalid value 0: must be >= 1")
     assert not out.exists()
+
+
+def test_judge_and_frozen_agents(registry):
+    data = with_(**{"topology.type": '"judge"', "topology.judge": '"b"', "agents[1].frozen": "true"})
+    spec = load_recipe(data, registry=registry)
+    assert [a.frozen for a in spec.agents] == [False, True] and spec.topology.config.judge == "b"
+    [msg] = errors(registry, with_(**{"topology.type": '"judge"', "topology.judge": '"z"'}))
+    assert msg == "<recipe>: topology: judge 'z' is not an agent; agents: a, b"
+    [msg] = errors(registry, with_(**{"agents[0].frozen": "true", "agents[1].frozen": "true"}))
+    assert msg == "<recipe>: agents: every agent is frozen: nothing would train"

@@ -129,3 +129,30 @@ def test_eval_records_carry_cohort_matrices(tmp_path, cache_dir):
     assert cohort["agreement"][0][0] == 1.0 and 0 <= cohort["agreement"][0][1] <= 1
     assert cohort["agreement"][0][1] == cohort["agreement"][1][0]
     assert cohort["same_wrong"][0][0] is None
+
+
+def test_a_frozen_judge_votes_but_never_changes(tmp_path, cache_dir):
+    from safetensors.torch import load_file
+
+    recipe = {**RECIPE, "topology": {"type": "judge", "judge": "b"},
+              "agents": [RECIPE["agents"][0], {**RECIPE["agents"][1], "frozen": True}]}
+    router_calls = []
+
+    class Spy(SpyRouter):
+        def route(self, votes, labels, verifier, aggregator, truth=None):
+            router_calls.append(sorted(votes))
+            return {n: [[float(i % 2) for i in range(len(vs))] for vs in votes[n]] for n in votes}
+
+    corl.run(recipe, [*TINY, f"run.output_dir={tmp_path}", "run.steps=2", "eval.size=0",
+                      "run.observers=['jsonl', 'checkpoint']"], router=Spy())
+    assert router_calls == [["a", "b"], ["a", "b"]]  # the judge's votes reach the router
+    train = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert "grad_norm" in train[0]["agents"]["a"] and "grad_norm" not in train[0]["agents"]["b"]
+    corl.run(recipe, [*TINY, f"run.output_dir={tmp_path / 'untrained'}", "run.steps=0", "eval.size=0",
+                      "run.observers=['checkpoint']"], router=Spy())
+    untrained = tmp_path / "untrained" / "checkpoints" / "final"
+    trained = tmp_path / "checkpoints" / "final"
+    base, final = load_file(untrained / "b" / "model.safetensors"), load_file(trained / "b" / "model.safetensors")
+    assert all((base[k] == final[k]).all() for k in final)  # the judge never moved
+    base, final = load_file(untrained / "a" / "model.safetensors"), load_file(trained / "a" / "model.safetensors")
+    assert any((base[k] != final[k]).any() for k in final)  # its pupil did

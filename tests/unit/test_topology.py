@@ -68,3 +68,11 @@ def test_no_label_means_no_reward():
     labels = {k: AGG.aggregate(v, V) for k, v in votes.items()}
     out = RingRouter(NoConfig()).route(votes, labels, V, AGG)
     assert out["b"] == [[0.0, 0.0]]
+
+
+def test_judge_rewards_everyone_against_the_judge():
+    from corl.builtin.topology import JudgeConfig, JudgeRouter
+
+    votes, labels = setup()
+    out = JudgeRouter(JudgeConfig(judge="b")).route(votes, labels, V, AGG)
+    assert out["a"] == [[0.0, 0.0, 1.0, 0.0]] and out["c"] == [[0.0, 0.0, 0.0, 0.0]]  # b's label is 2
