@@ -181,6 +181,21 @@ def cmd_cohort(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    from corl.compare import compare
+
+    try:
+        seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+    except ValueError:
+        raise CorlError(f"--seeds {args.seeds!r}: expected comma-separated integers, e.g. 0,1,2") from None
+    if not seeds:
+        raise CorlError("--seeds: give at least one seed")
+    recipes = [str(shipped_recipes()[r]) if not Path(r).exists() and r in shipped_recipes() else r for r in args.recipes]
+    compare(recipes, seeds, Path(args.out), args.set, log=lambda msg: print(msg, file=sys.stderr))
+    print(Path(args.out) / "results.md")
+    return 0
+
+
 def cmd_report(args) -> int:
     from corl.report import render_report
 
@@ -253,6 +268,12 @@ def parser() -> argparse.ArgumentParser:
         else:
             sp.add_argument("--prompts", type=int, default=200, help="unlabeled prompts to sample (default 200)")
         sp.set_defaults(fn=fn)
+    sp = sub.add_parser("compare", help="run recipes over several seeds and tabulate them (results.json, results.md)")
+    sp.add_argument("recipes", nargs="+", help="recipe files or shipped recipe names")
+    sp.add_argument("--seeds", default="0", help="comma-separated training seeds (default 0)")
+    sp.add_argument("--out", default="runs/compare", help="output folder (finished runs in it are reused)")
+    sp.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override in every recipe")
+    sp.set_defaults(fn=cmd_compare)
     sp = sub.add_parser("report", help="render a run's curves and cohort heatmaps (PNG + HTML/Markdown)")
     sp.add_argument("run_dir")
     sp.set_defaults(fn=cmd_report)

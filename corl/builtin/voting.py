@@ -40,7 +40,7 @@ def group_answers(votes: Sequence[Vote], verifier: AnswerVerifier) -> list[tuple
 
 
 def weighted_label(votes: Sequence[Vote], weights: Sequence[float], verifier: AnswerVerifier,
-                   tie_break: TieBreak, seed: int) -> PseudoLabel:
+                   tie_break: TieBreak, seed: int, min_share: float = 0.0) -> PseudoLabel:
     groups = group_answers(votes, verifier)
     counts = {rep: float(sum(weights[i] for i in members)) for rep, members in groups}
     total = sum(counts.values())
@@ -55,13 +55,22 @@ def weighted_label(votes: Sequence[Vote], weights: Sequence[float], verifier: An
         # (a "smallest answer" rule favours round numbers and drives collapse).
         key = f"{seed}|{[repr(v.answer) for v in votes]}".encode()
         tied.sort(key=lambda rep: hashlib.sha256(key + repr(rep).encode()).digest())
+    # Confidence gate: a label backed by too few of all votes (no-answers included) rewards nothing.
+    if min_share > 0 and top / sum(weights) < min_share:
+        return PseudoLabel(None, top / total, counts)
     return PseudoLabel(tied[0], top / total, counts)
+
+
+_MIN_SHARE_HELP = ("confidence gate: no pseudo-label (so no reward and no update for that prompt) unless the "
+                   "winning answer holds at least this share of all votes, no-answers included (0: off)")
 
 
 @attrs.frozen
 class MajorityConfig:
     tie_break: TieBreak = attrs.field(default="random", metadata={
         "help": "random: a seeded, deterministic pick among tied answers; none: no pseudo-label on a tie"})
+    min_share: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)],
+                                   metadata={"help": _MIN_SHARE_HELP})
 
 
 class MajorityVote:
@@ -71,7 +80,8 @@ class MajorityVote:
         self.config, self.seed = config, getattr(ctx, "seed", 0)
 
     def aggregate(self, votes: Sequence[Sequence[Vote]], verifier: AnswerVerifier) -> list[PseudoLabel]:
-        return [weighted_label(vs, [1.0] * len(vs), verifier, self.config.tie_break, self.seed) for vs in votes]
+        return [weighted_label(vs, [1.0] * len(vs), verifier, self.config.tie_break, self.seed, self.config.min_share)
+                for vs in votes]
 
 
 @attrs.frozen
@@ -81,6 +91,8 @@ class WeightedConfig:
                 "mean top-answer share over the batch (matters when several agents' votes are pooled); "
                 "uniform: equal weights (= majority)"})
     tie_break: TieBreak = attrs.field(default="random", metadata={"help": "as for majority"})
+    min_share: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)],
+                                   metadata={"help": _MIN_SHARE_HELP})
 
 
 class WeightedVote:
@@ -105,7 +117,8 @@ class WeightedVote:
 
     def aggregate(self, votes: Sequence[Sequence[Vote]], verifier: AnswerVerifier) -> list[PseudoLabel]:
         weights = self._weights(votes, verifier)
-        return [weighted_label(vs, ws, verifier, self.config.tie_break, self.seed) for vs, ws in zip(votes, weights)]
+        return [weighted_label(vs, ws, verifier, self.config.tie_break, self.seed, self.config.min_share)
+                for vs, ws in zip(votes, weights)]
 
 
 @hookimpl

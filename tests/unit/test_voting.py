@@ -89,3 +89,14 @@ def test_self_consistency_weights_trust_the_consistent_agent():
     labels = WeightedVote(WeightedConfig(weight="self_consistency")).aggregate([prompt, other], IntegerVerifier())
     assert labels[0].answer == 5
     assert MajorityVote(MajorityConfig()).aggregate([prompt], IntegerVerifier())[0].answer == 6
+
+
+def test_confidence_gate_withholds_weak_labels():
+    gated = MajorityVote(MajorityConfig(min_share=0.5))
+    strong, weak, sparse = votes(3, 3, 3, 1), votes(3, 3, 1, 2, 4), votes(5, 5, None, None, None, None)
+    labels = gated.aggregate([strong, weak, sparse], IntegerVerifier())
+    assert labels[0].answer == 3
+    assert labels[1].answer is None and labels[1].share == pytest.approx(2 / 5)  # 2 of 5 < 0.5
+    # 2 of 2 valid answers, but only 2 of 6 votes: no-answers count against confidence
+    assert labels[2].answer is None and labels[2].share == 1.0
+    assert MajorityVote(MajorityConfig()).aggregate([sparse], IntegerVerifier())[0].answer == 5
