@@ -89,8 +89,9 @@ def write(root: Path, step: int, state: dict[str, Any], save_parts: Callable[[Pa
         shutil.rmtree(final)
     os.replace(tmp, final)
     _fsync_dir(root)
-    for old in list_complete(root)[:-keep] if keep > 0 else []:
-        shutil.rmtree(old, ignore_errors=True)
+    for old in list_complete(root)[:-keep]:
+        if old != final:
+            shutil.rmtree(old, ignore_errors=True)
     return final
 
 

@@ -76,13 +76,16 @@ def _build_for_inspection(args, extra: list[str]):
         from corl.recipe import read_toml
 
         data, source = read_toml(data), data
-    if getattr(args, "model", None):  # evaluate exactly these models, sampled like the first agent
-        template = {k: v for k, v in data["agents"][0].items() if k in ("sampler", "type")}
+    if getattr(args, "model", None):  # evaluate exactly these models, set up like the first agent
+        template = {k: v for k, v in data["agents"][0].items() if k not in ("name", "model", "optimizer", "frozen")}
         models = [m.partition("=") for m in args.model]
         bad = [m for m, sep, path in models if not sep or not path]
         if bad:
             raise CorlError(f"--model {bad[0]!r}: expected NAME=PATH (a zoo: name or a model folder)")
         data["agents"] = [{**template, "name": name, "model": path} for name, _, path in models]
+        # nothing trains here: a topology that names the recipe's agents (ring, judge) does not apply
+        data["topology"] = {"type": "self"}
+        data.setdefault("run", {})["supervised"] = False
     elif run_dir is not None and not getattr(args, "base", False):
         final = run_dir / "checkpoints" / "final"
         for agent in data["agents"]:
@@ -145,6 +148,8 @@ def cmd_cohort(args) -> int:
     from corl.cohort import label_disagreement, rank_cohorts
     from corl.types import Vote
 
+    if args.prompts < 1:
+        raise CorlError(f"--prompts {args.prompts}: must be at least 1")
     run = _build_for_inspection(args, [])
     if len(run.agents) < 2:
         raise CorlError("corl cohort needs at least two candidate agents in the recipe (or --model NAME=PATH twice)")
@@ -190,7 +195,12 @@ def cmd_compare(args) -> int:
         raise CorlError(f"--seeds {args.seeds!r}: expected comma-separated integers, e.g. 0,1,2") from None
     if not seeds:
         raise CorlError("--seeds: give at least one seed")
-    recipes = [str(shipped_recipes()[r]) if not Path(r).exists() and r in shipped_recipes() else r for r in args.recipes]
+    recipes = []
+    for r in args.recipes:
+        recipe, _, _ = _resolve_recipe(r, [])
+        if not isinstance(recipe, str):
+            raise CorlError(f"{r}: corl compare takes recipe files or shipped recipe names, not run dirs")
+        recipes.append(recipe)
     compare(recipes, seeds, Path(args.out), args.set, log=lambda msg: print(msg, file=sys.stderr))
     print(Path(args.out) / "results.md")
     return 0

@@ -54,24 +54,35 @@ def _run_stats(run_dir: Path) -> dict[str, Any]:
 
 def compare(recipes: Sequence[str], seeds: Sequence[int], out: Path, overrides: Sequence[str] = (),
             log: Callable[[str], None] = print) -> dict[str, Any]:
+    from corl.errors import CorlError
     from corl.plugins import build_registry, make_plugin_manager
-    from corl.recipe import load_recipe
+    from corl.recipe import differences, load_recipe, to_dict
     from corl.runner import Run
 
+    names = [Path(r).stem for r in recipes]
+    clash = sorted({n for n in names if names.count(n) > 1})
+    if clash:
+        raise CorlError(f"two recipes are named {clash[0]!r}; their runs would share {out / clash[0]}: rename one")
     specs = {}
-    for recipe in recipes:  # validate everything before the first run starts
+    for recipe, name in zip(recipes, names):  # validate everything before the first run starts
         for seed in seeds:
             pm = make_plugin_manager()
-            name = Path(recipe).stem
             run_dir = out / name / f"seed{seed}"
-            specs[name, seed] = (load_recipe(recipe, [*overrides, f"run.seed={seed}", f"run.output_dir={run_dir}"],
-                                             registry=build_registry(pm)), pm, run_dir)
+            spec = load_recipe(recipe, [*overrides, f"run.seed={seed}", f"run.output_dir={run_dir}"],
+                               registry=build_registry(pm))
+            if (run_dir / "recipe.json").exists():  # reuse only a run of this very recipe
+                changed = differences(json.loads((run_dir / "recipe.json").read_text()), to_dict(spec),
+                                      ignore=("run.output_dir",))
+                if changed:
+                    raise CorlError(f"{run_dir} holds a run of a different recipe ({changed[0]}); "
+                                    "use another --out or delete it")
+            specs[name, seed] = (spec, pm, run_dir)
     for (name, seed), (spec, pm, run_dir) in specs.items():
         if (run_dir / "summary.json").exists():
             log(f"{name} seed {seed}: done before, reusing {run_dir}")
             continue
         log(f"{name} seed {seed}: running -> {run_dir}")
-        Run(spec, pm=pm, log=log).execute()
+        Run(spec, pm=pm, log=log, resume=True).execute()  # an interrupted run continues from its checkpoint
 
     results: dict[str, Any] = {"seeds": list(seeds), "overrides": list(overrides), "recipes": {}}
     for name in dict.fromkeys(n for n, _ in specs):

@@ -6,7 +6,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from corl.protocols import Agent, Aggregator, AnswerVerifier, Sampler
-from corl.types import Prompt, Vote
+from corl.types import Prompt, Rollout, Vote
+
+
+def votes_of(rollout: Rollout, verifier: AnswerVerifier) -> list[list[Vote]]:
+    """One vote per completion: its extracted answer, its agent and its sampling confidence."""
+    return [[Vote(verifier.extract(t), rollout.agent, c) for t, c in zip(texts, confs)]
+            for texts, confs in zip(rollout.texts, rollout.confidences)]
 
 
 def evaluate(agent: Agent, sampler: Sampler, verifier: AnswerVerifier, prompts: Sequence[Prompt],
@@ -18,16 +24,12 @@ def evaluate(agent: Agent, sampler: Sampler, verifier: AnswerVerifier, prompts: 
     if not prompts:
         return {}, []
 
-    def correct(text: str, label: Any) -> bool:
-        answer = verifier.extract(text)
-        return answer is not None and verifier.equivalent(answer, label)
-
     greedy = sampler.sample(agent, prompts, 1, greedy=True)
     sampled = sampler.sample(agent, prompts, k, temperature=temperature)
-    hits = [[correct(t, p.label) for t in texts] for p, texts in zip(prompts, sampled.texts)]
-    votes = [[Vote(verifier.extract(t), agent.name, c) for t, c in zip(texts, confs)]
-             for texts, confs in zip(sampled.texts, sampled.confidences)]
-    labels = aggregator.aggregate(votes, verifier)
+    votes = votes_of(sampled, verifier)  # each answer extracted once
+    hits = [[v.answer is not None and verifier.equivalent(v.answer, p.label) for v in vs]
+            for p, vs in zip(prompts, votes)]
+    labels = aggregator.aggregate(votes, verifier)  # maj@k under the run's voting rule (and its gates)
     n = len(prompts)
     answers = [verifier.extract(texts[0]) for texts in greedy.texts]
     return {

@@ -43,5 +43,11 @@ def corl_on_eval_end(run: Any, step: int, results: dict[str, dict[str, float]], 
 
 
 @hookspec
+def corl_on_run_failed(run: Any, error: BaseException) -> None:
+    """Called instead of ``corl_on_run_end`` when a run stops early (an error, a signal, a
+    non-finite stop), so observers can close and flush what they hold. ``error`` is re-raised."""
+
+
+@hookspec
 def corl_on_run_end(run: Any, summary: dict[str, Any]) -> None:
     """Called once after the last step with the run summary (before/after/best per agent)."""

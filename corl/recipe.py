@@ -24,6 +24,13 @@ from corl.zoo import ZooConfig
 H = "help"
 
 
+def _output_template(value: str) -> None:
+    try:
+        value.format(name="x")
+    except (KeyError, IndexError, ValueError):
+        raise ValueError("the only placeholder allowed is {name}; write {{ and }} for braces") from None
+
+
 @attrs.frozen
 class RunSection:
     name: str = attrs.field(default="corl", metadata={H: "run name; used in the default output dir"})
@@ -31,7 +38,8 @@ class RunSection:
     seed: int = attrs.field(default=0, metadata={H: "seed of data order, sampling and tie-breaks"})
     prompts_per_step: int = attrs.field(default=32, validator=attrs.validators.ge(1),
                                         metadata={H: "unlabeled prompts each agent samples per step"})
-    output_dir: str = attrs.field(default="runs/{name}", metadata={H: "where metrics, logs and checkpoints go"})
+    output_dir: str = attrs.field(default="runs/{name}", validator=lambda i, a, value: _output_template(value),
+                                  metadata={H: "where metrics, logs and checkpoints go ({name}: the run name)"})
     threads: int = attrs.field(default=0, validator=attrs.validators.ge(0),
                                metadata={H: "torch CPU threads (0: all cores)"})
     supervised: bool = attrs.field(default=False, metadata={
@@ -470,16 +478,19 @@ RESUMABLE_CHANGES = ("run.steps", "run.name", "run.output_dir", "run.observers",
                      "run.keep_checkpoints", "run.max_nonfinite", "run.threads", "eval.every")
 
 
-def differences(old: Mapping[str, Any], new: Mapping[str, Any], path: str = "") -> list[str]:
-    """Key paths where two resolved recipes differ, ignoring :data:`RESUMABLE_CHANGES`."""
+def differences(old: Mapping[str, Any], new: Mapping[str, Any], path: str = "",
+                ignore: tuple[str, ...] = RESUMABLE_CHANGES) -> list[str]:
+    """Key paths where two resolved recipes differ, except the paths in ``ignore``."""
     out: list[str] = []
+    if path in ignore:
+        return out
     if isinstance(old, Mapping) and isinstance(new, Mapping):
         for key in sorted(set(old) | set(new), key=str):
-            out += differences(old.get(key), new.get(key), _join(path, key))
+            out += differences(old.get(key), new.get(key), _join(path, key), ignore)
     elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
         for i, (a, b) in enumerate(zip(old, new)):
-            out += differences(a, b, _join(path, i))
-    elif old != new and path not in RESUMABLE_CHANGES:
+            out += differences(a, b, _join(path, i), ignore)
+    elif old != new:
         show = lambda v: "(absent)" if v is None else repr(v)
         out.append(f"{path}: {show(old)} -> {show(new)}")
     return out

@@ -22,10 +22,10 @@ from corl import checkpoint
 from corl import recipe as recipe_mod
 from corl.cohort import pairwise
 from corl.errors import CorlError, Interrupted, TrainingError
-from corl.evaluation import evaluate
+from corl.evaluation import evaluate, votes_of
 from corl.plugins import Registry, build_registry, make_plugin_manager
 from corl.protocols import Aggregator, RewardRouter, Task
-from corl.types import Context, Prompt, StepMetrics, Vote
+from corl.types import Context, Prompt, StepMetrics
 from corl.verify import BoundedVerifier
 
 
@@ -135,8 +135,7 @@ class Run:
             rollout = slot.sampler.sample(slot.agent, prompts, spec.voting.n_votes)
             rollouts[slot.name] = rollout
             timeouts = verifier.timeouts
-            votes[slot.name] = [[Vote(verifier.extract(t), slot.name, c) for t, c in zip(texts, confs)]
-                                for texts, confs in zip(rollout.texts, rollout.confidences)]
+            votes[slot.name] = votes_of(rollout, verifier)
             # extractions past run.answer_timeout, counted as no answer
             metrics[slot.name] = {"time/sample": time.perf_counter() - t0,
                                   "verify_timeouts": float(verifier.timeouts - timeouts)}
@@ -298,6 +297,10 @@ class Run:
         resume_from = checkpoint.latest(self.checkpoint_root) if self.resume else None
         if resume_from is not None:
             self._check_compatible(resume_from)  # before any model loads
+        elif not self.resume and checkpoint.list_complete(self.checkpoint_root):
+            newest = checkpoint.list_complete(self.checkpoint_root)[-1]
+            raise CorlError(f"{self.output_dir} holds checkpoints of an earlier run (newest {newest.name}); continue it "
+                            "with --resume, or set run.output_dir to a new folder")
         self.output_dir.mkdir(parents=True, exist_ok=True)
         (self.output_dir / "recipe.json").write_text(json.dumps(recipe_mod.to_dict(self.spec), indent=2))
         # where the recipe came from: relative data paths resolve against it when resuming from the run dir
@@ -310,22 +313,27 @@ class Run:
         elif self.resume:
             self.log(f"no checkpoint in {self.checkpoint_root}; starting from step 0")
         steps, every, ckpt_every = self.spec.run.steps, self.spec.eval.every, self.spec.run.checkpoint_every
-        with _StopOnSignal() as stop, self.verifier.armed():
-            self.pm.hook.corl_on_run_start(run=self)
-            if self.start_step == 0:
-                self.evaluate(0)
-            for step in range(self.start_step + 1, steps + 1):
-                self.step(step)
-                _fault("step", step)
-                if every and step % every == 0 and step != steps:
-                    self.evaluate(step)
-                if ckpt_every and step % ckpt_every == 0:
-                    self.checkpoint(step)
-                if stop.signal is not None:
-                    path = self.checkpoint(step) if self._checkpointed != step else self.checkpoint_root
-                    raise Interrupted(stop.signal, step, path)
-            if steps and (steps not in self.evals or self.start_step < steps):
-                self.evaluate(steps)
+        try:
+            with _StopOnSignal() as stop, self.verifier.armed():
+                self.pm.hook.corl_on_run_start(run=self)
+                if self.start_step == 0:
+                    self.evaluate(0)
+                for step in range(self.start_step + 1, steps + 1):
+                    self.step(step)
+                    _fault("step", step)
+                    if every and step % every == 0 and step != steps:
+                        self.evaluate(step)
+                    if ckpt_every and step % ckpt_every == 0:
+                        self.checkpoint(step)
+                    if stop.signal is not None:
+                        path = self.checkpoint(step) if self._checkpointed != step else self.checkpoint_root
+                        raise Interrupted(stop.signal, step, path)
+                if steps and (steps not in self.evals or self.start_step < steps):
+                    self.evaluate(steps)
+        except BaseException as exc:
+            # Observers must close their files (and flush their logs) even when the run stops early.
+            self.pm.hook.corl_on_run_failed(run=self, error=exc)
+            raise
         summary = self.summary(time.perf_counter() - started)
         (self.output_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         self.pm.hook.corl_on_run_end(run=self, summary=summary)

@@ -32,11 +32,11 @@ class Vote:
 
 @attrs.frozen
 class PseudoLabel:
-    """The result of a vote over one prompt's answers. ``answer`` is None when nobody answered
-    (or on a tie, when the aggregator declines to break it)."""
+    """The result of a vote over one prompt's answers. ``answer`` is None when nobody answered,
+    on a tie the aggregator declines to break, or when a confidence gate withholds the label."""
 
     answer: Hashable | None
-    share: float  # winning weight / total weight of valid votes, 0 when answer is None
+    share: float  # the top answer's weight / total weight of valid votes (0 when nobody answered)
     counts: Mapping[Hashable, float]  # weight per answer group, keyed by each group's representative
 
 

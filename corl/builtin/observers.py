@@ -58,6 +58,11 @@ class ConsoleObserver:
         self.console.print(f"eval step {step}: {text}")
 
     @hookimpl
+    def corl_on_run_failed(self, run, error):
+        if self.progress is not None:
+            self.progress.stop()
+
+    @hookimpl
     def corl_on_run_end(self, run, summary):
         from rich.table import Table
 
@@ -115,6 +120,11 @@ class JsonlObserver:
     def corl_on_run_end(self, run, summary):
         self.file.close()
 
+    @hookimpl
+    def corl_on_run_failed(self, run, error):
+        if self.file is not None:
+            self.file.close()
+
 
 class TensorboardObserver:
     """Scalars per agent per step under ``output_dir/tensorboard`` (``train/<agent>/<metric>``)."""
@@ -153,6 +163,11 @@ class TensorboardObserver:
     @hookimpl
     def corl_on_run_end(self, run, summary):
         self.writer.close()
+
+    @hookimpl
+    def corl_on_run_failed(self, run, error):
+        if self.writer is not None:
+            self.writer.close()
 
 
 class CheckpointObserver:

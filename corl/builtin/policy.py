@@ -12,6 +12,7 @@ from corl.plugins import hookimpl
 from corl.types import Rollout
 
 v = attrs.validators
+ZERO_STD = 1e-6  # a group's rewards within this std are "all equal"
 
 
 @attrs.frozen
@@ -35,9 +36,19 @@ class GRPOConfig(PolicyConfig):
 
 
 def grpo_advantages(rewards, scale: bool = True, eps: float = 1e-6):
-    """Group-normalised advantages for a [groups, samples] tensor."""
+    """Group-normalised advantages for a [groups, samples] tensor.
+
+    A group whose rewards are all equal (to rounding) carries no signal and gets exactly zero,
+    whatever the reward value (e.g. 1/3 from a mean over peers).
+    """
+    import torch
+
     centred = rewards - rewards.mean(dim=1, keepdim=True)
-    return centred / (rewards.std(dim=1, keepdim=True) + eps) if scale else centred
+    std = rewards.std(dim=1, keepdim=True)
+    flat = std <= ZERO_STD
+    if scale:
+        centred = centred / (std + eps)
+    return torch.where(flat, torch.zeros_like(centred), centred)
 
 
 def rloo_advantages(rewards):
@@ -89,9 +100,9 @@ class PolicyGradient:
         mask_all = batch.completion_mask
         totals = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "entropy": 0.0}
         norms, n_tokens_seen, n_active, nonfinite = [], 0.0, 0, False
-        gen = torch.Generator().manual_seed(len(rows))
         for _ in range(cfg.epochs):
-            order = torch.randperm(len(rows), generator=gen) if cfg.minibatches > 1 else torch.arange(len(rows))
+            # The global RNG: seeded by the run and saved in checkpoints, so resume stays exact.
+            order = torch.randperm(len(rows)) if cfg.minibatches > 1 else torch.arange(len(rows))
             for mb in order.chunk(cfg.minibatches):
                 tokens = mask_all[rows[mb]].sum().clamp(min=1)  # token mean over the whole minibatch
                 # Without KL, a sample with zero advantage adds exactly zero loss: skip its compute.
@@ -124,14 +135,14 @@ class PolicyGradient:
                         norms.append(float(norm))
                         self.optim.step()
                 self.optim.zero_grad(set_to_none=True)
-                if nonfinite:  # skip the rest of this step; this minibatch changed neither weights nor moments
+                if nonfinite:  # skip the rest of this step; the failing minibatch changed neither weights nor moments
                     break
             if nonfinite:
                 break
         out = {k: val / max(n_tokens_seen, 1.0) for k, val in totals.items()}
         out["grad_norm"] = sum(norms) / len(norms) if norms else 0.0
         out["active_fraction"] = n_active / (len(rows) * cfg.epochs)  # samples with a learning signal
-        out["frac_reward_zero_std"] = float((r.std(dim=1) == 0).float().mean())  # groups with no signal
+        out["frac_reward_zero_std"] = float((r.std(dim=1) <= ZERO_STD).float().mean())  # groups with no signal
         out["nonfinite"] = float(nonfinite)
         return out
 

@@ -33,3 +33,6 @@ def test_compare_runs_recipes_over_seeds_and_tabulates(tmp_path, cache_dir):
     # a second call reuses the finished runs
     again = subprocess.run(args, capture_output=True, text=True, env=env, timeout=900)
     assert again.returncode == 0 and again.stderr.count("done before, reusing") == 4
+    changed = subprocess.run([*args, "--set", "run.steps=3"], capture_output=True, text=True, env=env, timeout=900)
+    assert changed.returncode == 2
+    assert "holds a run of a different recipe (run.steps: 2 -> 3); use another --out" in changed.stderr

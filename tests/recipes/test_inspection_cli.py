@@ -54,6 +54,10 @@ def test_eval_named_models_and_bad_model_argument(run_dir, cache_dir):
                "--model", "base=zoo:llama-tiny", *sets("zoo.steps=20", "task.seed_size=256"), cache_dir=cache_dir)
     assert res.returncode == 0, res.stderr[-2000:]
     assert set(json.loads(res.stdout)["results"]) == {"tuned", "base"}
+    one = corl("eval", str(run_dir), "--json", "--size", "4", "--k", "2", "--model", f"only={final / 'neox'}",
+               cache_dir=cache_dir)  # a single model, though the run's topology is a ring
+    assert one.returncode == 0, one.stderr[-2000:]
+    assert list(json.loads(one.stdout)["results"]) == ["only"]
     bad = corl("eval", str(run_dir), "--model", "oops", cache_dir=cache_dir)
     assert bad.returncode == 2 and bad.stderr.strip() == "corl: error: --model 'oops': expected NAME=PATH (a zoo: name or a model folder)"
 
@@ -65,6 +69,8 @@ def test_cohort_ranks_candidate_peers(cache_dir):
     out = json.loads(res.stdout)
     assert out["prompts"] == 16 and set(out["strength"]) == {"llama", "qwen2", "neox"}
     ranked = out["ranked"]
+    zero = corl("cohort", str(ROOT / "recipes" / "three_agent_ring.toml"), "--prompts", "0", cache_dir=cache_dir)
+    assert zero.returncode == 2 and zero.stderr.strip() == "corl: error: --prompts 0: must be at least 1"
     assert len(ranked) == 4  # three pairs and one trio
     assert [c["score"] for c in ranked] == sorted((c["score"] for c in ranked), reverse=True)
     assert {c["topology"] for c in ranked} == {"ring", "all_pairs"}

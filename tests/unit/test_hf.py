@@ -171,3 +171,29 @@ def test_chat_template_is_applied_where_the_tokenizer_has_one(task, cache_dir):
                         Context(spec=_Spec(), seed=0, task=task, agent_name="r", log=lambda m: None))
     raw_agent.tokenizer.chat_template = agent.tokenizer.chat_template
     assert raw_agent.encode(["1+2="])["input_ids"][0].tolist() == raw
+
+
+def test_micro_batching_does_not_change_the_update(task, cache_dir):
+    """Gradient accumulation over micro-batches equals one big batch: the token-mean denominator
+    covers the whole minibatch, whatever the micro-batch size."""
+    torch.manual_seed(0)
+    agent = make_agent("llama-tiny", task)
+    rollout = HFSampler(HFSamplerConfig(max_new_tokens=4)).sample(agent, task.split("train")[:6], 4)
+    rewards = [[1.0, 0.0, 0.0, 1.0], [0.0] * 4, [1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0], [1.0] * 4, [0.0, 1.0, 0, 0]]
+    start = {k: v.clone() for k, v in agent.model.state_dict().items()}
+    results = []
+    for micro in (1, 3, 256):
+        agent.model.load_state_dict(start)
+        opt = grpo(GRPOConfig(lr=1e-3, micro_batch_size=micro), Context(spec=None, seed=0, agent=agent))
+        grads = []
+        step = opt.optim.step
+        opt.optim.step = lambda: (grads.append([p.grad.clone() for p in opt.params]), step())  # noqa: B023
+        metrics = opt.step(rollout, rewards)
+        results.append((grads[0], metrics))
+    # (compare gradients, not weights: Adam's first step is ~lr * sign(g), which turns rounding
+    # noise in near-zero gradients into lr-sized differences)
+    for grads, metrics in results[:2]:
+        assert all(torch.allclose(g, ref, rtol=1e-4, atol=1e-7) for g, ref in zip(grads, results[2][0]))
+        assert metrics["loss"] == pytest.approx(results[2][1]["loss"], abs=1e-6)
+    assert results[2][1]["frac_reward_zero_std"] == pytest.approx(2 / 6)
+    assert results[2][1]["active_fraction"] == pytest.approx(16 / 24)

@@ -60,3 +60,10 @@ def test_k3_kl_is_zero_at_the_reference_and_positive_elsewhere():
     expected = sum(math.exp(x) - x - 1 for x in (math.log(0.5), math.log(0.25)))
     assert float(stats["kl"]) == pytest.approx(expected)
     assert float(loss) == pytest.approx(0.1 * expected)
+
+
+def test_groups_with_equal_rewards_get_zero_advantage_whatever_the_value():
+    r = torch.tensor([[1 / 3] * 4, [2 / 3] * 4, [1.0, 0.0, 0.0, 0.0]])
+    adv = grpo_advantages(r)
+    assert adv[:2].abs().max() == 0 and adv[2].abs().sum() > 0
+    assert grpo_advantages(r, scale=False)[:2].abs().max() == 0

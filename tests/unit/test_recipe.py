@@ -209,3 +209,18 @@ def test_judge_and_frozen_agents(registry):
     assert msg == "<recipe>: topology: judge 'z' is not an agent; agents: a, b"
     [msg] = errors(registry, with_(**{"agents[0].frozen": "true", "agents[1].frozen": "true"}))
     assert msg == "<recipe>: agents: every agent is frozen: nothing would train"
+
+
+def test_output_dir_placeholders(registry):
+    [msg] = errors(registry, with_(**{"run.output_dir": '"runs/{x}"'}))
+    assert msg == ("<recipe>: run.output_dir: invalid value 'runs/{x}': the only placeholder allowed is {name}; "
+                   "write {{ and }} for braces")
+
+
+def test_resumable_changes_include_list_keys():
+    from corl.recipe import differences
+
+    old = {"run": {"observers": ["jsonl", "checkpoint"], "steps": 5}, "topology": {"type": "ring"}}
+    new = {"run": {"observers": ["jsonl", "tensorboard"], "steps": 9}, "topology": {"type": "ring"}}
+    assert differences(old, new) == []
+    assert differences(old, new, ignore=()) == ["run.observers[1]: 'checkpoint' -> 'tensorboard'", "run.steps: 5 -> 9"]

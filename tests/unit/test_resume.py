@@ -105,3 +105,11 @@ def test_resume_refuses_a_changed_recipe(tmp_path, reference):
     assert "Traceback" not in changed.stderr
     more_steps = corl_run(out, "--resume", sets=["run.steps=3"])  # a longer run is fine
     assert more_steps.returncode == 0, more_steps.stderr[-2000:]
+
+
+def test_a_fresh_run_does_not_mix_with_an_earlier_runs_checkpoints(tmp_path, reference):
+    out = tmp_path / "run"
+    assert corl_run(out, sets=["run.steps=2"]).returncode == 0
+    again = corl_run(out, sets=["run.steps=2"])
+    assert again.returncode == 2 and "Traceback" not in again.stderr
+    assert "holds checkpoints of an earlier run (newest step-000002); continue it with --resume" in again.stderr
