@@ -426,7 +426,8 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "") -> R
             errors.add("topology.type", f"{topology.type!r} needs at least {min_agents} agents, the recipe has "
                                         f"{len(raw_agents)}; use 'self' for a single agent")
         check = getattr(router_cls, "check", None)  # a router's own cross-checks against the agents
-        for problem in check(topology.config, agents) if check else ():
+        # (only once every agent validated: a partial list would mislead the message)
+        for problem in check(topology.config, agents) if check and len(agents) == len(raw_agents) else ():
             errors.add("topology", problem)
         if agents and all(a.frozen for a in agents):
             errors.add("agents", "every agent is frozen: nothing would train")
