@@ -44,6 +44,8 @@ class HFAgentConfig:
     device: str = attrs.field(default="cpu", metadata={"help": "torch device, e.g. cpu or cuda:0"})
     pad_token: str | None = attrs.field(default=None, metadata={
         "help": "token to pad with when the tokenizer has none (e.g. its EOS token); required then"})
+    zoo_seed: int | None = attrs.field(default=None, metadata={
+        "help": "for a zoo: model, warm-start with this seed instead of zoo.seed (two warm-starts of one family)"})
     prompt_format: Literal["auto", "chat", "raw"] = attrs.field(default="auto", metadata={
         "help": "chat: wrap each prompt as a user turn with the tokenizer's chat template; raw: the text as is; "
                 "auto: chat when the tokenizer has a chat template"})
@@ -77,7 +79,8 @@ class HFAgent:
 
             seed = ctx.task.split("seed")
             examples = [(p.text, str(p.label)) for p in seed]
-            source = str(zoo.resolve(source[4:], examples, ctx.spec.zoo, log=ctx.log))
+            zoo_config = ctx.spec.zoo if config.zoo_seed is None else attrs.evolve(ctx.spec.zoo, seed=config.zoo_seed)
+            source = str(zoo.resolve(source[4:], examples, zoo_config, log=ctx.log))
         dtype = getattr(torch, config.dtype)
         try:
             remote = config.trust_remote_code

@@ -197,3 +197,13 @@ def test_micro_batching_does_not_change_the_update(task, cache_dir):
         assert metrics["loss"] == pytest.approx(results[2][1]["loss"], abs=1e-6)
     assert results[2][1]["frac_reward_zero_std"] == pytest.approx(2 / 6)
     assert results[2][1]["active_fraction"] == pytest.approx(16 / 24)
+
+
+def test_zoo_seed_gives_a_second_warm_start_of_the_same_family(task, cache_dir):
+    ctx = Context(spec=_Spec(), seed=0, task=task, agent_name="x", log=lambda m: None)
+    a = HFAgent(HFAgentConfig(model="zoo:qwen2-tiny"), ctx)
+    b = HFAgent(HFAgentConfig(model="zoo:qwen2-tiny", zoo_seed=1), ctx)
+    again = HFAgent(HFAgentConfig(model="zoo:qwen2-tiny", zoo_seed=1), ctx)
+    wa, wb, wc = (dict(m.model.named_parameters()) for m in (a, b, again))
+    assert any(not torch.equal(wa[k], wb[k]) for k in wa)
+    assert all(torch.equal(wb[k], wc[k]) for k in wb)  # same seed, same cached model
