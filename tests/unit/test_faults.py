@@ -82,6 +82,8 @@ def test_too_many_nonfinite_steps_stop_the_run_with_a_clear_error(tmp_path, cach
     assert "\n" not in message
     steps = [json.loads(x)["step"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1]  # step 2 raised before it was logged
+    [jsonl] = [p for name, p in run.pm.list_name_plugin() if name == "observer:jsonl"]
+    assert jsonl.file.closed  # corl_on_run_failed let the observer close its file
 
 
 def test_data_too_small_for_the_batch_is_an_error_before_models_load(tmp_path):
