@@ -6,10 +6,10 @@ Importing corl is cheap: torch and transformers load only inside the components 
 from corl.errors import ConfigError, CorlError, PluginError
 from corl.plugins import hookimpl
 from corl.protocols import Agent, Aggregator, AnswerVerifier, Optimizer, RewardRouter, Sampler, Task
-from corl.types import Context, Prompt, PseudoLabel, Rollout, StepMetrics, Vote
+from corl.types import Context, NoConfig, Prompt, PseudoLabel, Rollout, StepMetrics, Vote
 
 __all__ = [
-    "Agent", "Aggregator", "AnswerVerifier", "ConfigError", "Context", "CorlError", "Optimizer", "PluginError",
+    "Agent", "Aggregator", "AnswerVerifier", "ConfigError", "Context", "CorlError", "NoConfig", "Optimizer", "PluginError",
     "Prompt", "PseudoLabel", "RewardRouter", "Rollout", "Sampler", "StepMetrics", "Task", "Vote", "hookimpl",
     "load_recipe", "run",
 ]

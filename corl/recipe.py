@@ -6,6 +6,7 @@ the bad value and the valid choices. Nothing here imports torch.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import tomllib
@@ -19,6 +20,7 @@ import attrs
 
 from corl.errors import ConfigError
 from corl.plugins import Registry
+from corl.types import NoConfig
 from corl.zoo import ZooConfig
 
 H = "help"
@@ -182,10 +184,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
 
 
 def _fmt(parts: list[str | int]) -> str:
-    out = ""
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else p)
-    return out
+    return functools.reduce(_join, parts, "")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -334,11 +333,6 @@ def _component(registry: Registry, kind: str, data: Any, path: str, errors: _Err
 IMPORT_PATHS_ENV = "CORL_ALLOW_IMPORT_PATHS"
 
 
-@attrs.frozen
-class _NoOptions:
-    pass
-
-
 def _import_path_component(name: str, data: Mapping[str, Any], path: str, errors: _Errors,
                            skip: tuple[str, ...]) -> ComponentSpec | None:
     """``type = "package.module:Factory"``: refused unless ``CORL_ALLOW_IMPORT_PATHS=1``, because a
@@ -357,7 +351,7 @@ def _import_path_component(name: str, data: Mapping[str, Any], path: str, errors
     except (ImportError, AttributeError) as exc:
         errors.add(path, f"cannot import {name!r}: {exc}")
         return None
-    config_cls = getattr(factory, "Config", _NoOptions)
+    config_cls = getattr(factory, "Config", NoConfig)
     config = structure(config_cls, data, path.rpartition(".")[0], errors, skip=skip)
     return None if config is None else ComponentSpec(name, config, factory)
 

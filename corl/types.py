@@ -9,6 +9,11 @@ import attrs
 
 
 @attrs.frozen
+class NoConfig:
+    """The config class of a component that has no options."""
+
+
+@attrs.frozen
 class Prompt:
     """One task prompt. ``label`` is the hidden ground truth (None when the data has none).
 

@@ -13,14 +13,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import attrs
-
 from corl.plugins import hookimpl
-
-
-@attrs.frozen
-class NoConfig:
-    pass
+from corl.types import NoConfig
 
 
 def _agent_scalars(metrics) -> dict[str, dict[str, float]]:

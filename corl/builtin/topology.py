@@ -14,7 +14,7 @@ import attrs
 
 from corl.plugins import hookimpl
 from corl.protocols import Aggregator, AnswerVerifier
-from corl.types import PseudoLabel, Vote
+from corl.types import NoConfig, PseudoLabel, Vote
 
 Rewards = dict[str, list[list[float]]]
 
@@ -28,11 +28,6 @@ def match(votes: Sequence[Vote], target: Any, verifier: AnswerVerifier) -> list[
 
 def _against(votes: Sequence[Sequence[Vote]], labels: Sequence[PseudoLabel], verifier: AnswerVerifier) -> list[list[float]]:
     return [match(vs, label.answer, verifier) for vs, label in zip(votes, labels)]
-
-
-@attrs.frozen
-class NoConfig:
-    pass
 
 
 class RingRouter:

@@ -85,14 +85,11 @@ class MajorityVote:
 
 
 @attrs.frozen
-class WeightedConfig:
+class WeightedConfig(MajorityConfig):
     weight: Literal["confidence", "self_consistency", "uniform"] = attrs.field(default="confidence", metadata={
         "help": "confidence: exp(mean token log-prob) of the completion; self_consistency: the voting agent's "
                 "mean top-answer share over the batch (matters when several agents' votes are pooled); "
                 "uniform: equal weights (= majority)"})
-    tie_break: TieBreak = attrs.field(default="random", metadata={"help": "as for majority"})
-    min_share: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)],
-                                   metadata={"help": _MIN_SHARE_HELP})
 
 
 class WeightedVote:
