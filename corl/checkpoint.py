@@ -2,7 +2,7 @@
 
 A checkpoint is a folder ``output_dir/checkpoints/step-NNNNNN`` holding every agent's weights
 (safetensors, via ``Agent.save_state``), every optimizer's state (``Optimizer.save_state``),
-every RNG state, and ``state.json`` (step, data cursor, metrics so far, the resolved recipe).
+every RNG state (the global ones and each agent's stream, see :mod:`corl.rng`), and ``state.json`` (step, data cursor, metrics so far, the resolved recipe).
 It is written into a hidden temp folder, fsynced, and renamed into place, so a folder named
 ``step-*`` is always complete; a kill during the write leaves only a temp folder that resume
 ignores and removes. Nothing is unpickled on load (JSON, safetensors, ``weights_only=True``).
@@ -72,26 +72,49 @@ def tuples(value: Any) -> Any:
     return tuple(tuples(v) for v in value) if isinstance(value, list) else value
 
 
-def write(root: Path, step: int, state: dict[str, Any], save_parts: Callable[[Path], None], keep: int,
-          fault: Callable[[str], None] = lambda where: None) -> Path:
-    """Write checkpoint ``step`` under ``root`` atomically and keep the newest ``keep``."""
-    root.mkdir(parents=True, exist_ok=True)
-    final = root / f"step-{step:06d}"
-    tmp = root / f".step-{step:06d}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    save_parts(tmp)
-    fault("checkpoint")  # tests kill the process here: mid-write
-    (tmp / "rng.json").write_text(json.dumps(rng_state()))
-    (tmp / "state.json").write_text(json.dumps(state))
-    _fsync_tree(tmp)
-    if final.exists():  # the same step written again (e.g. on a signal right after a periodic save)
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-    _fsync_dir(root)
-    for old in list_complete(root)[:-keep]:
-        if old != final:
-            shutil.rmtree(old, ignore_errors=True)
+def write(root: Path, step: int, state: dict[str, Any], rng: dict[str, Any], save_parts: Callable[[Path], None],
+          keep: int, layout, fault: Callable[[str], None] = lambda where: None) -> Path:
+    """Write checkpoint ``step`` under ``root`` atomically and keep the newest ``keep``.
+
+    ``save_parts`` runs on every rank (each writes the agents it leads); the writer (rank 0)
+    adds ``rng.json`` and ``state.json`` once every part is in, then renames the folder.
+    """
+    def save_shared(tmp: Path) -> None:
+        (tmp / "rng.json").write_text(json.dumps(rng))
+        (tmp / "state.json").write_text(json.dumps(state))
+
+    final = write_together(root / f"step-{step:06d}", layout, save_parts, save_shared, lambda: fault("checkpoint"))
+    if layout.is_writer:
+        for old in list_complete(root)[:-keep]:
+            if old != final:
+                shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def write_together(final: Path, layout, save_local: Callable[[Path], None], save_shared: Callable[[Path], None],
+                   fault: Callable[[], None] = lambda: None) -> Path:
+    """Write folder ``final`` atomically from every rank: a hidden temp folder that each rank
+    fills (``save_local``) and the writer completes (``save_shared``), fsyncs and renames.
+    Readers see the old folder or the new one, never half of one."""
+    tmp = final.parent / f".{final.name}.tmp-{layout.run_id}"
+    if layout.is_writer:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+    layout.barrier(f"starting {final.name}")
+    save_local(tmp)
+    fault()  # tests kill the process here: mid-write
+    layout.barrier(f"writing {final.name}")  # every rank's parts are in
+    if layout.is_writer:
+        save_shared(tmp)
+        _fsync_tree(tmp)
+        old = final.parent / f".{final.name}.old-{layout.run_id}"
+        if final.exists():  # the same step written again (e.g. on a signal right after a periodic save)
+            os.replace(final, old)
+        os.replace(tmp, final)
+        _fsync_dir(final.parent)
+        shutil.rmtree(old, ignore_errors=True)
+    layout.barrier(f"finishing {final.name}")
     return final
 
 
@@ -103,9 +126,9 @@ def list_complete(root: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
-def latest(root: Path) -> Path | None:
-    """The newest complete checkpoint; stale temp folders of killed writes are removed."""
-    if root.is_dir():
+def latest(root: Path, clean: bool = False) -> Path | None:
+    """The newest complete checkpoint; with ``clean``, stale temp folders of killed writes are removed."""
+    if clean and root.is_dir():
         for p in root.iterdir():
             if p.name.startswith(".step-"):
                 shutil.rmtree(p, ignore_errors=True)
@@ -117,5 +140,8 @@ def read_state(path: Path) -> dict[str, Any]:
     return json.loads((path / "state.json").read_text())
 
 
-def restore_rng(path: Path) -> None:
-    set_rng_state(json.loads((path / "rng.json").read_text()))
+def restore_rng(path: Path) -> dict[str, Any]:
+    """Set the global RNG states saved in ``path``; return the agents' streams saved beside them."""
+    saved = json.loads((path / "rng.json").read_text())
+    set_rng_state(saved)
+    return saved.get("agents", {})

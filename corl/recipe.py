@@ -56,6 +56,8 @@ class RunSection:
         H: "seconds one answer extraction or comparison may take; past it, no answer (0: no bound)"})
     max_nonfinite: int = attrs.field(default=3, validator=attrs.validators.ge(1), metadata={
         H: "stop after this many consecutive non-finite (skipped) updates of one agent"})
+    collective_timeout: float = attrs.field(default=600.0, validator=attrs.validators.gt(0), metadata={
+        H: "several processes: seconds a rank waits for the others at an exchange; past it the run stops"})
 
 
 @attrs.frozen
@@ -84,6 +86,7 @@ class AgentSpec:
     sampler: ComponentSpec
     optimizer: ComponentSpec
     frozen: bool = False  # samples and votes (e.g. as a judge) but is never updated
+    ranks: tuple[int, ...] = ()  # several processes: the ranks that serve this agent (see corl.distributed)
 
 
 @attrs.frozen
@@ -406,12 +409,17 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "") -> R
             errors.add(f"{path}.name", f"duplicate agent name {name!r} (also agents[{seen[name]}]); names must be unique")
         else:
             seen[name] = i
-        agent = _component(registry, "agent", raw, path, errors, skip=("name", "sampler", "optimizer", "frozen"))
+        agent = _component(registry, "agent", raw, path, errors, skip=("name", "sampler", "optimizer", "frozen", "ranks"))
         sampler = _component(registry, "sampler", raw.get("sampler"), f"{path}.sampler", errors)
         optimizer = _component(registry, "optimizer", raw.get("optimizer"), f"{path}.optimizer", errors)
         frozen = _convert(bool, raw.get("frozen", False), f"{path}.frozen", errors)
-        if None not in (agent, sampler, optimizer, frozen) and isinstance(name, str):
-            agents.append(AgentSpec(name, agent, sampler, optimizer, frozen))
+        ranks = _ranks(raw.get("ranks", []), f"{path}.ranks", errors)
+        if None not in (agent, sampler, optimizer, frozen, ranks) and isinstance(name, str):
+            agents.append(AgentSpec(name, agent, sampler, optimizer, frozen, ranks))
+    placed = [i for i, raw in enumerate(raw_agents) if isinstance(raw, Mapping) and raw.get("ranks")]
+    if placed and len(placed) != len(raw_agents):
+        unplaced = next(i for i in range(len(raw_agents)) if i not in placed)
+        errors.add(f"agents[{unplaced}].ranks", f"missing; agents[{placed[0]}] names its ranks, so every agent must")
 
     if topology is not None and run is not None:
         router_cls = topology.factory or registry.get("router", topology.type).factory
@@ -439,6 +447,22 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "") -> R
         raise ConfigError(*errors)
     return RunSpec(run=run, task=task, agents=tuple(agents), voting=VotingSpec(aggregator, n_votes, n_train),
                    topology=topology, eval=ev, zoo=zoo, source=source)
+
+
+def _ranks(value: Any, path: str, errors: _Errors) -> tuple[int, ...] | None:
+    """``agents[i].ranks``: distinct non-negative process ranks (empty: placed automatically)."""
+    before = len(errors)
+    ranks = _convert(tuple[int, ...], value, path, errors)
+    if len(errors) > before:
+        return None
+    bad = [r for r in ranks if r < 0]
+    if bad:
+        errors.add(path, f"invalid rank {bad[0]}: ranks are >= 0")
+        return None
+    if len(set(ranks)) != len(ranks):
+        errors.add(path, f"invalid value {list(ranks)!r}: a rank is listed twice")
+        return None
+    return ranks
 
 
 def load_recipe(path: str | Path | Mapping[str, Any], overrides: list[str] = (), registry: Registry | None = None,
@@ -470,7 +494,7 @@ def _deepcopy(value: Any) -> Any:
 
 #: Keys a resumed run may change: how long, where and how it reports, not what it trains.
 RESUMABLE_CHANGES = ("run.steps", "run.name", "run.output_dir", "run.observers", "run.checkpoint_every", "run.answer_timeout",
-                     "run.keep_checkpoints", "run.max_nonfinite", "run.threads", "eval.every")
+                     "run.keep_checkpoints", "run.max_nonfinite", "run.threads", "run.collective_timeout", "eval.every")
 
 
 def differences(old: Mapping[str, Any], new: Mapping[str, Any], path: str = "",
@@ -500,7 +524,8 @@ def to_dict(spec: RunSpec) -> dict[str, Any]:
         "run": attrs.asdict(spec.run),
         "task": component(spec.task),
         "agents": [{"name": a.name, **component(a.agent), "sampler": component(a.sampler),
-                    "optimizer": component(a.optimizer), "frozen": a.frozen} for a in spec.agents],
+                    "optimizer": component(a.optimizer), "frozen": a.frozen, "ranks": list(a.ranks)}
+                   for a in spec.agents],
         "voting": component(spec.voting.aggregator, n_votes=spec.voting.n_votes, n_train=spec.voting.n_train),
         "topology": component(spec.topology),
         "eval": attrs.asdict(spec.eval),

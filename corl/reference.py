@@ -48,6 +48,11 @@ def render(registry: Registry) -> str:
               "| `type` | a string | `'majority'` | aggregator, see below |",
               "| `n_votes` | an integer | `8` | samples per prompt and agent that vote for the pseudo-label |",
               "| `n_train` | an integer | `n_votes` | of those, how many are trained on (2 <= n_train <= n_votes) |", ""]
+    lines += ["## [[agents]]", "", *header,
+              "| `name` | a string | required | unique name (letters, digits, `_`, `-`, `.`) |",
+              "| `frozen` | true or false | `false` | samples and votes (a judge) but is never trained |",
+              "| `ranks` | a list (an integer each) | `[]` | several processes: the ranks that serve this agent "
+              "(several: data-parallel); empty: equal blocks of ranks (docs/scale-out.md) |", ""]
     for kind, where in COMPONENT_TABLES:
         lines += [f"## {kind} components: {where}", "",
                   f"`type` picks one (default `{recipe.DEFAULT_TYPES[kind]}`); its keys sit beside `type`.", ""]

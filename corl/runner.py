@@ -18,13 +18,14 @@ from typing import Any
 
 import attrs
 
-from corl import checkpoint
+from corl import checkpoint, distributed
 from corl import recipe as recipe_mod
 from corl.cohort import pairwise
 from corl.errors import CorlError, Interrupted, TrainingError
 from corl.evaluation import evaluate, votes_of
 from corl.plugins import Registry, build_registry, make_plugin_manager
 from corl.protocols import Aggregator, RewardRouter, Task
+from corl.rng import AgentStreams, key
 from corl.types import Context, Prompt, StepMetrics
 from corl.verify import BoundedVerifier
 
@@ -44,12 +45,18 @@ class Run:
 
     ``task``, ``aggregator`` and ``router`` may be passed as ready objects (dependency
     injection); ``plugins`` are extra plugin objects (observers, components) for this run only.
+    ``layout`` says where agents run (:mod:`corl.distributed`; by default one process, or the
+    ranks of a ``torchrun`` launch); ``agents`` lists only the agents this process holds.
     """
 
     def __init__(self, spec: recipe_mod.RunSpec, *, plugins: Sequence[Any] = (), pm=None,
                  task: Task | None = None, aggregator: Aggregator | None = None,
-                 router: RewardRouter | None = None, log=None, resume: bool = False, force: bool = False):
+                 router: RewardRouter | None = None, log=None, resume: bool = False, force: bool = False,
+                 layout: distributed.Local | None = None):
         self.spec, self.resume, self.force = spec, resume, force
+        self.layout = layout or distributed.layout_for(spec)
+        self.layout.hint = lambda: (f"last checkpoint: {checkpoint.latest(self.checkpoint_root) or 'none'}; "
+                                    "continue with the same launch command and --resume")
         self.start_step, self._checkpointed = 0, -1
         self._nonfinite: dict[str, int] = {}
         self._streaks: dict[tuple[str, str], int] = {}
@@ -96,16 +103,26 @@ class Run:
             raise CorlError(f"eval.size: {spec.eval.size} exceeds the task's eval split ({len(held_out)} prompts)")
         self.eval_prompts = held_out[: spec.eval.size]
         ctx = attrs.evolve(ctx, task=self.task)
+        layout = self.layout
         for a in spec.agents:
-            actx = attrs.evolve(ctx, agent_name=a.name)
+            if not layout.owns(a.name):  # held by other ranks
+                continue
+            if len(layout.members[a.name]) > spec.run.prompts_per_step:
+                raise CorlError(f"agent {a.name!r} has {len(layout.members[a.name])} ranks but run.prompts_per_step "
+                                f"is {spec.run.prompts_per_step}: every rank needs at least one prompt")
+            actx = attrs.evolve(ctx, agent_name=a.name, group=layout.group(a.name))
             agent = self._build("agent", a.agent, actx)
             actx = attrs.evolve(actx, agent=agent)
             optimizer = None if a.frozen else self._build("optimizer", a.optimizer, actx)
             self.agents.append(AgentSlot(a.name, agent, self._build("sampler", a.sampler, actx), optimizer))
+        self.streams = AgentStreams(spec.run.seed, [(s.name, layout.member(s.name)) for s in self.agents])
         self.aggregator = self._given["aggregator"] or self._build("aggregator", spec.voting.aggregator, ctx)
         self.router = self._given["router"] or self._build("router", spec.topology, ctx)
         for name in spec.run.observers:
-            self.pm.register(self.registry.get("observer", name).factory(None, ctx), name=f"observer:{name}")
+            factory = self.registry.get("observer", name).factory
+            # Observers report for the whole run from rank 0; an every_rank one (final export) runs on each.
+            if layout.is_writer or getattr(factory, "every_rank", False):
+                self.pm.register(factory(None, ctx), name=f"observer:{name}")
         self._order = random.Random(spec.run.seed)
         # Seed again once everything is built: whether a model was built or read from a cache
         # must not change the RNG stream the run samples from.
@@ -125,54 +142,65 @@ class Run:
             self._cursor += 1
         return out
 
+    def _stream(self, name: str):
+        """The agent's own RNG stream (:mod:`corl.rng`): what it draws never depends on the layout."""
+        return self.streams.use(name, self.layout.member(name))
+
     def step(self, step: int) -> StepMetrics:
         start = time.perf_counter()
-        spec, verifier = self.spec, self.verifier
+        spec, verifier, layout = self.spec, self.verifier, self.layout
         prompts = self.next_prompts()
-        rollouts, votes, labels, metrics = {}, {}, {}, {}
-        for slot in self.agents:
+        rollouts, local_votes, local = {}, {}, {}
+        for slot in self.agents:  # the agents this process holds, each on its shard of the prompts
             t0 = time.perf_counter()
-            rollout = slot.sampler.sample(slot.agent, prompts, spec.voting.n_votes)
+            with self._stream(slot.name):
+                rollout = slot.sampler.sample(slot.agent, layout.shard(slot.name, prompts), spec.voting.n_votes)
             rollouts[slot.name] = rollout
             timeouts = verifier.timeouts
-            votes[slot.name] = votes_of(rollout, verifier)
+            local_votes[slot.name] = votes_of(rollout, verifier)
             # extractions past run.answer_timeout, counted as no answer
-            metrics[slot.name] = {"time/sample": time.perf_counter() - t0,
-                                  "verify_timeouts": float(verifier.timeouts - timeouts)}
+            local[slot.name] = {"time/sample": time.perf_counter() - t0,
+                                "verify_timeouts": float(verifier.timeouts - timeouts),
+                                "completion_length": statistics.fmean(x for ls in rollout.lengths for x in ls)}
+        # Every rank gets every agent's votes, so every rank votes and routes identically.
+        votes = {name: distributed.merge_shards(shards)
+                 for name, shards in layout.gather(local_votes, f"step {step}: exchanging votes").items()}
         t0 = time.perf_counter()
-        for slot in self.agents:
-            labels[slot.name] = self.aggregator.aggregate(votes[slot.name], verifier)
+        labels = {name: self.aggregator.aggregate(agent_votes, verifier) for name, agent_votes in votes.items()}
         truth = [p.label for p in prompts]
         has_truth = all(t is not None for t in truth)
         rewards = self.router.route(votes, labels, verifier, self.aggregator,
                                     truth if self.router.supervised else None)
-        route_time = (time.perf_counter() - t0) / len(self.agents)
+        route_time = (time.perf_counter() - t0) / len(votes)
         for slot in self.agents:
-            m = metrics[slot.name]
-            m["time/vote_route"] = route_time
-            train_rewards = [r[: spec.voting.n_train] for r in rewards[slot.name]]
-            flat = [x for r in train_rewards for x in r]
+            m = local[slot.name]
+            train_rewards = [r[: spec.voting.n_train] for r in layout.shard(slot.name, rewards[slot.name])]
             t0 = time.perf_counter()
             if slot.optimizer is not None:  # a frozen agent (a judge) votes but is not trained
-                m.update(slot.optimizer.step(rollouts[slot.name], train_rewards))
-                slot.sampler.sync(slot.agent)
+                with self._stream(slot.name):
+                    m.update(slot.optimizer.step(rollouts[slot.name], train_rewards))
+                    slot.sampler.sync(slot.agent)
             m["time/update"] = time.perf_counter() - t0
+        metrics = {name: _merge_metrics(per_rank)
+                   for name, per_rank in layout.gather(local, f"step {step}: exchanging metrics").items()}
+        for name, m in metrics.items():  # from the exchanged votes: the same on every rank
+            train_rewards = [r[: spec.voting.n_train] for r in rewards[name]]
+            flat = [x for r in train_rewards for x in r]
+            m["time/vote_route"] = route_time
             m["reward_mean"] = statistics.fmean(flat)
             m["reward_std"] = statistics.pstdev(flat)
-            m["label_share"] = statistics.fmean(lab.share for lab in labels[slot.name])
-            m["answered"] = statistics.fmean(v.answer is not None for vs in votes[slot.name] for v in vs)
-            m["completion_length"] = statistics.fmean(x for ls in rollouts[slot.name].lengths for x in ls)
+            m["label_share"] = statistics.fmean(lab.share for lab in labels[name])
+            m["answered"] = statistics.fmean(v.answer is not None for vs in votes[name] for v in vs)
             if has_truth:  # hidden labels: monitoring only, never handed to a label-free router
                 m["label_accuracy"] = statistics.fmean(
                     lab.answer is not None and verifier.equivalent(lab.answer, t)
-                    for lab, t in zip(labels[slot.name], truth))
+                    for lab, t in zip(labels[name], truth))
                 correct = [[float(v.answer is not None and verifier.equivalent(v.answer, t)) for v in vs[: spec.voting.n_train]]
-                           for vs, t in zip(votes[slot.name], truth)]
+                           for vs, t in zip(votes[name], truth)]
                 m["reward_accuracy"] = statistics.fmean(
                     float(r == c) for rs, cs in zip(train_rewards, correct) for r, c in zip(rs, cs))
                 m["train_accuracy"] = statistics.fmean(x for cs in correct for x in cs)
-        for slot in self.agents:
-            metrics[slot.name]["label_mode_share"] = _mode_share([lab.answer for lab in labels[slot.name]])
+            m["label_mode_share"] = _mode_share([lab.answer for lab in labels[name]])
         self._check_health(step, metrics)
         self._account_nonfinite(step, metrics)
         result = StepMetrics(step=step, agents=metrics, seconds=time.perf_counter() - start)
@@ -225,11 +253,17 @@ class Run:
     def evaluate(self, step: int) -> dict[str, dict[str, float]]:
         if not self.eval_prompts:
             return {}
-        results, answers = {}, {}
-        for slot in self.agents:
-            results[slot.name], answers[slot.name] = evaluate(
-                slot.agent, slot.sampler, self.verifier, self.eval_prompts, self.aggregator, self.spec.eval.k,
-                self.spec.eval.temperature)
+        local = {}
+        for slot in self.agents:  # an agent's first rank evaluates it
+            if self.layout.leads(slot.name):
+                with self._stream(slot.name):
+                    local[slot.name] = evaluate(slot.agent, slot.sampler, self.verifier, self.eval_prompts,
+                                                self.aggregator, self.spec.eval.k, self.spec.eval.temperature)
+            else:
+                local[slot.name] = None
+        gathered = self.layout.gather(local, f"step {step}: exchanging evaluations")
+        results = {name: per_rank[0][0] for name, per_rank in gathered.items()}
+        answers = {name: per_rank[0][1] for name, per_rank in gathered.items()}
         self.evals[step] = results
         cohort = pairwise(answers, self.verifier, [p.label for p in self.eval_prompts])
         self.cohorts[step] = cohort
@@ -252,12 +286,17 @@ class Run:
 
         def save_parts(folder: Path) -> None:
             for slot in self.agents:
-                if slot.optimizer is not None:  # a frozen agent is rebuilt from the recipe
+                # a frozen agent is rebuilt from the recipe; an agent's first rank writes it for its group
+                if slot.optimizer is not None and self.layout.leads(slot.name):
                     slot.agent.save_state(str(folder / "agents" / slot.name))
                     slot.optimizer.save_state(str(folder / "optimizers" / slot.name))
 
-        path = checkpoint.write(self.checkpoint_root, step, state, save_parts, self.spec.run.keep_checkpoints,
-                                fault=lambda where: _fault(where, step))
+        mine = {s.name: self.streams.state(s.name, self.layout.member(s.name)) for s in self.agents}
+        streams = {key(name, k): stream for name, per_rank in self.layout.gather(mine, f"step {step}: saving RNG "
+                   "streams").items() for k, stream in enumerate(per_rank)}
+        path = checkpoint.write(self.checkpoint_root, step, state, {**checkpoint.rng_state(), "agents": streams},
+                                save_parts, self.spec.run.keep_checkpoints, self.layout,
+                                fault=lambda where: _fault(where, step, self.layout.rank))
         self._checkpointed = step
         return path
 
@@ -275,7 +314,11 @@ class Run:
         self._streaks = {(a, b): v for a, b, v in state["health"]["streaks"]}
         self._warned = {tuple(k) for k in state["health"]["warned"]}
         self.warnings = state["health"]["warnings"]
-        checkpoint.restore_rng(path)
+        try:
+            self.streams.load(checkpoint.restore_rng(path))
+        except KeyError as exc:
+            raise CorlError(f"{path}: no RNG stream saved for {exc.args[0]}: this checkpoint was written with another "
+                            "number of ranks per agent; resume with the same agents[i].ranks") from None
         return state["step"]
 
     def _check_compatible(self, path: Path) -> None:
@@ -294,7 +337,9 @@ class Run:
         With ``resume``, continue from the newest complete checkpoint in the output dir.
         """
         started = time.perf_counter()
-        resume_from = checkpoint.latest(self.checkpoint_root) if self.resume else None
+        layout = self.layout
+        found = checkpoint.latest(self.checkpoint_root, clean=layout.is_writer) if self.resume else None
+        resume_from = layout.share(found, "finding the checkpoint to resume")  # rank 0's view, on every rank
         if resume_from is not None:
             self._check_compatible(resume_from)  # before any model loads
         elif not self.resume and checkpoint.list_complete(self.checkpoint_root):
@@ -302,10 +347,11 @@ class Run:
             raise CorlError(f"{self.output_dir} holds checkpoints of an earlier run (newest {newest.name}); continue it "
                             "with --resume, or set run.output_dir to a new folder")
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        (self.output_dir / "recipe.json").write_text(json.dumps(recipe_mod.to_dict(self.spec), indent=2))
-        # where the recipe came from: relative data paths resolve against it when resuming from the run dir
-        (self.output_dir / "recipe.source").write_text(str(Path(self.spec.source).resolve()) if self.spec.source
-                                                        and not self.spec.source.startswith("<") else "")
+        if layout.is_writer:
+            (self.output_dir / "recipe.json").write_text(json.dumps(recipe_mod.to_dict(self.spec), indent=2))
+            # where the recipe came from: relative data paths resolve against it when resuming from the run dir
+            (self.output_dir / "recipe.source").write_text(str(Path(self.spec.source).resolve()) if self.spec.source
+                                                            and not self.spec.source.startswith("<") else "")
         self.setup()
         if resume_from is not None:
             self.start_step = self.restore(resume_from)
@@ -320,35 +366,41 @@ class Run:
                     self.evaluate(0)
                 for step in range(self.start_step + 1, steps + 1):
                     self.step(step)
-                    _fault("step", step)
+                    _fault("step", step, layout.rank)
                     if every and step % every == 0 and step != steps:
                         self.evaluate(step)
                     if ckpt_every and step % ckpt_every == 0:
                         self.checkpoint(step)
-                    if stop.signal is not None:
+                    # a signal on any rank stops every rank after the same step
+                    signum = next((s for s in layout.everyone(stop.signal, f"step {step}: checking for signals") if s),
+                                  None)
+                    if signum is not None:
                         path = self.checkpoint(step) if self._checkpointed != step else self.checkpoint_root
-                        raise Interrupted(stop.signal, step, path)
+                        raise Interrupted(signum, step, path)
                 if steps and (steps not in self.evals or self.start_step < steps):
                     self.evaluate(steps)
         except BaseException as exc:
             # Observers must close their files (and flush their logs) even when the run stops early.
             self.pm.hook.corl_on_run_failed(run=self, error=exc)
+            layout.close()
             raise
         summary = self.summary(time.perf_counter() - started)
-        (self.output_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        if layout.is_writer:
+            (self.output_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         self.pm.hook.corl_on_run_end(run=self, summary=summary)
+        layout.close()
         return summary
 
     def summary(self, seconds: float) -> dict[str, Any]:
         agents: dict[str, Any] = {}
         steps = sorted(self.evals)
-        for slot in self.agents:
+        for name in self.spec.agent_names():  # every agent, wherever it ran
             if not steps:
-                agents[slot.name] = {}
+                agents[name] = {}
                 continue
-            best = max(steps, key=lambda s: (self.evals[s][slot.name].get("pass@1", 0.0), -s))
-            agents[slot.name] = {"before": self.evals[steps[0]][slot.name], "after": self.evals[steps[-1]][slot.name],
-                                 "best": self.evals[best][slot.name], "best_step": best}
+            best = max(steps, key=lambda s: (self.evals[s][name].get("pass@1", 0.0), -s))
+            agents[name] = {"before": self.evals[steps[0]][name], "after": self.evals[steps[-1]][name],
+                            "best": self.evals[best][name], "best_step": best}
         return {"name": self.spec.run.name, "steps": self.spec.run.steps, "seconds": round(seconds, 2),
                 "eval_prompts": len(self.eval_prompts), "eval_k": self.spec.eval.k, "agents": agents,
                 "warnings": self.warnings}
@@ -367,6 +419,17 @@ def run(recipe: str | Path | Mapping[str, Any] | recipe_mod.RunSpec, overrides: 
     else:
         spec = recipe_mod.load_recipe(recipe, list(overrides), registry=build_registry(pm))
     return Run(spec, pm=pm, resume=resume, force=force, **components).execute()
+
+
+#: per-rank metrics that add up over an agent's ranks (the rest are averaged)
+SUMMED_METRICS = ("verify_timeouts",)
+
+
+def _merge_metrics(per_rank: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """One agent's metrics from the ranks of its group (one rank: unchanged)."""
+    if len(per_rank) == 1:
+        return dict(per_rank[0])
+    return {k: (sum if k in SUMMED_METRICS else statistics.fmean)([m[k] for m in per_rank]) for k in per_rank[0]}
 
 
 def _mode_share(answers: Sequence[Any]) -> float:
@@ -412,8 +475,9 @@ class _StopOnSignal:
             signal.signal(sig, handler)
 
 
-def _fault(where: str, step: int) -> None:
-    """Fault injection for the resume tests: ``CORL_FAULT=WHERE:STEP`` SIGKILLs this process there."""
+def _fault(where: str, step: int, rank: int = 0) -> None:
+    """Fault injection for the resume tests: ``CORL_FAULT=WHERE:STEP`` SIGKILLs this process there
+    (``WHERE:STEP@RANK``: only that rank of a several-process run)."""
     wanted = os.environ.get("CORL_FAULT")
-    if wanted and wanted == f"{where}:{step}":
+    if wanted and wanted in (f"{where}:{step}", f"{where}:{step}@{rank}"):
         os.kill(os.getpid(), signal.SIGKILL)

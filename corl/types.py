@@ -79,7 +79,8 @@ class Context:
     """What a component factory may draw on: injected by the run, never looked up globally.
 
     Every factory is called as ``factory(config, ctx)``. ``agent`` is set for samplers and
-    optimizers (the agent they serve); ``task`` once the task is built.
+    optimizers (the agent they serve); ``task`` once the task is built. ``group`` is the agent's
+    data-parallel group (:class:`corl.distributed.Group`; None or one rank: nothing to reduce).
     """
 
     spec: Any
@@ -88,3 +89,4 @@ class Context:
     task: Any = None
     agent: Any = None
     agent_name: str = ""
+    group: Any = None

@@ -244,3 +244,49 @@ def _check_length(agent: HFAgent, task, max_new_tokens: int) -> None:
 def corl_register_components(registry):
     registry.add("agent", "hf", HFAgent, HFAgentConfig, help="transformers causal LM")
     registry.add("sampler", "hf", HFSampler, HFSamplerConfig, help="batched transformers generate with KV cache")
+
+
+def pack_samples(agent: HFAgent, prompts: Sequence[Prompt], prompt_ids: Sequence[Sequence[int]],
+                 samples: Sequence[Sequence[tuple[Sequence[int], Sequence[float]]]], temperature: float) -> Rollout:
+    """A rollout in this agent's own format from tokens another engine sampled (vLLM, SGLang).
+
+    ``prompt_ids[p]`` are prompt ``p``'s token ids (unpadded, as :meth:`HFAgent.encode` makes them);
+    ``samples[p][s]`` is sample ``s``'s completion ids and their sampling-time log-probs at
+    ``temperature``. The agent and its optimizer train on the result exactly as on ``HFSampler``'s.
+    """
+    import torch
+
+    tok, n = agent.tokenizer, len(samples[0])
+    eos, pad = tok.eos_token_id, tok.pad_token_id
+    completions = []
+    for per_prompt in samples:
+        for ids, logps in per_prompt:
+            ids = list(ids)
+            end = ids.index(eos) + 1 if eos in ids else len(ids)  # up to and including the first EOS
+            completions.append((ids[:end], list(logps)[:end]))
+    width_p, width_c = max(len(ids) for ids in prompt_ids), max(1, max(len(c) for c, _ in completions))
+    rows = len(completions)
+    sequences = torch.full((rows, width_p + width_c), pad, dtype=torch.long)
+    attention = torch.zeros((rows, width_p + width_c), dtype=torch.long)
+    logp = torch.zeros((rows, width_c), dtype=torch.float32)
+    for r, (ids, logps) in enumerate(completions):
+        prompt = prompt_ids[r // n]
+        sequences[r, width_p - len(prompt): width_p] = torch.tensor(prompt)  # left padding, as encode makes it
+        attention[r, width_p - len(prompt): width_p] = 1
+        sequences[r, width_p: width_p + len(ids)] = torch.tensor(ids, dtype=torch.long)
+        attention[r, width_p: width_p + len(ids)] = 1
+        logp[r, : len(ids)] = torch.tensor(logps, dtype=torch.float32)
+    cmask = attention[:, width_p:].clone()
+    texts = tok.batch_decode([[t for t in ids if t != eos] for ids, _ in completions], skip_special_tokens=True)
+    lengths = [len(ids) for ids, _ in completions]
+    conf = [sum(lp) / max(len(lp), 1) for _, lp in completions]
+    device = agent.model.device
+    batch = SampleBatch(sequences=sequences.to(device), attention_mask=attention.to(device),
+                        completion_mask=cmask.to(device), old_logprobs=logp.to(device), prompt_len=width_p,
+                        temperature=temperature)
+
+    def grid(values):
+        return tuple(tuple(values[p * n:(p + 1) * n]) for p in range(len(prompts)))
+
+    return Rollout(agent=agent.name, prompts=tuple(prompts), texts=grid(texts), lengths=grid(lengths),
+                   confidences=grid(conf), batch=batch)

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
+from corl.checkpoint import write_together
 from corl.plugins import hookimpl
 from corl.types import NoConfig
 
@@ -165,28 +164,28 @@ class TensorboardObserver:
 
 
 class CheckpointObserver:
-    """Final HF-format checkpoints, one folder per agent, written atomically."""
+    """Final HF-format checkpoints, one folder per agent, written atomically.
+
+    Runs on every rank (``every_rank``): each agent's first rank exports the agent it holds.
+    """
+
+    every_rank = True
 
     def __init__(self, config=None, ctx=None):
         pass
 
     @hookimpl
     def corl_on_run_end(self, run, summary):
-        root = Path(run.output_dir) / "checkpoints"
-        root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=root, prefix=".final-"))
-        try:
+        def save_local(tmp: Path) -> None:
             for slot in run.agents:
-                slot.agent.save(str(tmp / slot.name))
+                if run.layout.leads(slot.name):
+                    slot.agent.save(str(tmp / slot.name))
+
+        def save_shared(tmp: Path) -> None:
             (tmp / "summary.json").write_text(json.dumps(summary, indent=2))
-            final = root / "final"
-            if final.exists():
-                old = root / f".old-{os.getpid()}"
-                os.replace(final, old)
-                shutil.rmtree(old)
-            os.replace(tmp, final)  # readers see the old or the new checkpoint, never half of one
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+
+        # readers see the old or the new export, never half of one
+        write_together(Path(run.output_dir) / "checkpoints" / "final", run.layout, save_local, save_shared)
 
 
 @hookimpl

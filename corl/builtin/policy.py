@@ -8,6 +8,7 @@ from pathlib import Path
 
 import attrs
 
+from corl.distributed import LOCAL_GROUP
 from corl.plugins import hookimpl
 from corl.types import Rollout
 
@@ -84,6 +85,8 @@ class PolicyGradient:
         import torch
 
         self.config, self.agent, self.advantages = config, ctx.agent, advantages
+        # the agent's data-parallel group: gradients and token counts add up over its ranks
+        self.group = ctx.group if ctx.group is not None else LOCAL_GROUP
         self.params = [p for p in self.agent.parameters() if p.requires_grad]
         self.optim = torch.optim.AdamW(self.params, lr=config.lr, weight_decay=config.weight_decay)
         if config.kl > 0:
@@ -92,7 +95,7 @@ class PolicyGradient:
     def step(self, rollout: Rollout, rewards: Sequence[Sequence[float]]) -> dict[str, float]:
         import torch
 
-        cfg, batch = self.config, rollout.batch
+        cfg, batch, group = self.config, rollout.batch, self.group
         n_train = len(rewards[0])
         r = torch.tensor(rewards, dtype=torch.float32)
         adv = self.advantages(r).flatten()
@@ -101,14 +104,17 @@ class PolicyGradient:
         totals = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "entropy": 0.0}
         norms, n_tokens_seen, n_active, nonfinite = [], 0.0, 0, False
         for _ in range(cfg.epochs):
-            # The global RNG: seeded by the run and saved in checkpoints, so resume stays exact.
+            # The agent's own RNG stream (corl.rng): seeded by the run, saved in checkpoints.
             order = torch.randperm(len(rows)) if cfg.minibatches > 1 else torch.arange(len(rows))
-            for mb in order.chunk(cfg.minibatches):
-                tokens = mask_all[rows[mb]].sum().clamp(min=1)  # token mean over the whole minibatch
+            # exactly `minibatches` updates, on every rank of a data-parallel group alike
+            for mb in order.tensor_split(cfg.minibatches):
                 # Without KL, a sample with zero advantage adds exactly zero loss: skip its compute.
                 active = mb if cfg.kl > 0 else mb[adv[mb].abs() > 1e-8]
                 n_active += len(active)
-                if len(active) == 0:
+                # token mean over the whole minibatch (over every rank of the group)
+                tokens, group_active = group.sum([mask_all[rows[mb]].sum(), len(active)])
+                tokens = max(tokens, 1.0)
+                if group_active == 0:
                     continue
                 for micro in active.split(cfg.micro_batch_size):
                     sel = rows[micro]
@@ -128,7 +134,9 @@ class PolicyGradient:
                     for k, val in stats.items():
                         totals[k] += float(val)
                     n_tokens_seen += float(mask.sum())
+                nonfinite = group.sum([nonfinite])[0] > 0  # one rank's NaN skips the group's update
                 if not nonfinite:
+                    group.sum_gradients(self.params)
                     norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
                     nonfinite = not torch.isfinite(norm)
                     if not nonfinite:

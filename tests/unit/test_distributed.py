@@ -1,0 +1,191 @@
+"""Agents across processes: a 3-rank run equals the single-process run; a dead rank stops the
+run with one message and the run resumes; placement and sharding rules."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+from corl import distributed
+from corl.errors import ConfigError, CorlError
+from corl.recipe import load_recipe
+from tests.conftest import TINY
+from tests.unit.test_recipe import BASE
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPE = ROOT / "recipes" / "three_agent_ring.toml"
+# Threads change float results: one per process in both layouts.
+SETTINGS = [*TINY, "run.steps=4", "run.threads=1", "run.checkpoint_every=2", "eval.every=2",
+            "run.observers=['jsonl', 'checkpoint']"]
+NAMES = ("llama", "qwen2", "neox")
+
+
+def launch(out, *extra, ranks=1, fault=""):
+    args = [x for item in [*SETTINGS, f"run.output_dir={out}"] for x in ("--set", item)]
+    corl = ["-m", "corl.cli", "run", str(RECIPE), *args, *extra]
+    torchrun = ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}"] if ranks > 1 else []
+    env = {**os.environ, "CORL_FAULT": fault}
+    return subprocess.run([sys.executable, *torchrun, *corl], capture_output=True, text=True, env=env, timeout=600)
+
+
+def outcome(out: Path):
+    summary = json.loads((out / "summary.json").read_text())
+    summary.pop("seconds")
+    records = []
+    for line in (out / "metrics.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        rec.pop("seconds", None)
+        for m in rec["agents"].values():
+            for key in [k for k in m if k.startswith("time/")]:
+                del m[key]
+        records.append(rec)
+    weights = {n: load_file(out / "checkpoints" / "final" / n / "model.safetensors") for n in NAMES}
+    return summary, records, weights
+
+
+def assert_same(run, reference):
+    (summary, records, weights), (ref_summary, ref_records, ref_weights) = run, reference
+    assert [r["step"] for r in records] == [r["step"] for r in ref_records]
+    for rec, ref in zip(records, ref_records):
+        assert rec == ref, f"{rec['kind']} record of step {rec['step']} differs"
+    assert summary == ref_summary
+    for name in NAMES:
+        assert all((weights[name][k] == ref_weights[name][k]).all() for k in ref_weights[name]), name
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory, cache_dir):
+    out = tmp_path_factory.mktemp("single")
+    res = launch(out)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return outcome(out)
+
+
+def test_three_ranks_give_the_single_process_run(single, tmp_path):
+    res = launch(tmp_path, ranks=3)
+    assert res.returncode == 0, res.stderr[-3000:]
+    run = outcome(tmp_path)
+    # pseudo-labels (label_share, label_accuracy), rewards and every other metric, step by step
+    assert {"reward_mean", "label_share", "label_accuracy", "grad_norm"} <= set(run[1][0]["agents"]["llama"])
+    assert_same(run, single)
+    assert not (tmp_path / "tensorboard").exists()  # observers report from rank 0 only; none asked here
+
+
+def test_a_dead_rank_stops_the_run_and_it_resumes_from_the_last_checkpoint(single, tmp_path):
+    died = launch(tmp_path, ranks=3, fault="step:3@2")  # rank 2 (neox) is SIGKILLed after step 3
+    assert died.returncode != 0
+    lines = [x for x in died.stderr.splitlines() if x.startswith("corl: error:")]
+    assert lines and all("another rank died or did not answer" in x for x in lines), died.stderr[-3000:]
+    assert any(x.startswith("corl: error: rank 0: step 4: exchanging votes") for x in lines)
+    assert "step-000002" in lines[0] and "--resume" in lines[0]
+    assert not any("Traceback" in x for x in died.stderr.split("torch.distributed.elastic")[0].splitlines())
+    resumed = launch(tmp_path, "--resume", ranks=3)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming from" in resumed.stderr and "step-000002" in resumed.stderr
+    assert_same(outcome(tmp_path), single)  # killed and resumed ends like the uninterrupted run
+
+
+HUNG = textwrap.dedent("""
+    import os, sys, time
+    from corl import distributed
+    from corl.errors import CorlError
+    from corl.recipe import load_recipe
+    spec = load_recipe({"agents": [{"name": "a", "model": "zoo:llama-tiny"}, {"name": "b", "model": "zoo:qwen2-tiny"}],
+                        "topology": {"type": "ring"}}, ["run.collective_timeout=2"])
+    layout = distributed.layout_for(spec)
+    print(layout.gather({spec.agents[layout.rank].name: layout.rank}, "first"), flush=True)
+    if layout.rank == 1:
+        time.sleep(30)  # alive, but never comes to the next exchange
+        sys.exit(0)
+    started = time.time()
+    try:
+        layout.gather({"a": 0}, "step 1: exchanging votes")
+    except CorlError as exc:
+        print(f"{time.time() - started:.1f}s", exc, flush=True)
+        os._exit(3)
+""")
+
+
+def test_a_rank_that_stops_answering_times_out_with_a_message(tmp_path):
+    script = tmp_path / "hung.py"
+    script.write_text(HUNG)
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "WORLD_SIZE": "2",
+           "PYTHONPATH": str(ROOT), "CORL_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    procs = [subprocess.Popen([sys.executable, str(script)], env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    out, err = procs[0].communicate(timeout=60)
+    procs[1].kill()
+    procs[1].communicate()
+    assert procs[0].returncode == 3, err[-2000:]
+    assert "{'a': [0], 'b': [1]}" in out
+    waited, _, message = out.splitlines()[-1].partition(" ")
+    assert 1.5 < float(waited[:-1]) < 20
+    assert message.startswith("rank 0: step 1: exchanging votes: another rank died or did not answer within 2s "
+                              "(run.collective_timeout)")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# -- placement, sharding and the recipe keys ------------------------------------------------------
+
+
+def spec(*ranks, agents=3):
+    data = {**BASE, "agents": [{"name": f"a{i}", "model": "zoo:llama-tiny"} for i in range(agents)]}
+    for agent, r in zip(data["agents"], ranks):
+        agent["ranks"] = list(r)
+    return load_recipe(data)
+
+
+def test_placement_defaults_to_equal_blocks_and_follows_the_recipe():
+    assert distributed.placement(spec(), 1) == {"a0": [0], "a1": [0], "a2": [0]}
+    assert distributed.placement(spec(), 3) == {"a0": [0], "a1": [1], "a2": [2]}
+    assert distributed.placement(spec(), 6) == {"a0": [0, 1], "a1": [2, 3], "a2": [4, 5]}
+    # two agents share rank 0, the third is data-parallel on two ranks
+    assert distributed.placement(spec([0], [0], [1, 2]), 3) == {"a0": [0], "a1": [0], "a2": [1, 2]}
+
+
+def test_placement_errors_name_the_key():
+    with pytest.raises(CorlError, match=r"4 processes for 3 agents: say which agent runs on which ranks with agents\[i\].ranks"):
+        distributed.placement(spec(), 4)
+    with pytest.raises(CorlError, match=r"agents\[2\].ranks: rank 3 does not exist; this run has 3 ranks \(0-2\)"):
+        distributed.placement(spec([0], [1], [3]), 3)
+    with pytest.raises(CorlError, match="rank 2 serves no agent"):
+        distributed.placement(spec([0], [1], [1]), 3)
+
+
+def test_ranks_are_validated_with_key_paths():
+    with pytest.raises(ConfigError) as info:
+        spec([0], [-1], [1, 1])
+    assert "agents[1].ranks: invalid rank -1: ranks are >= 0" in str(info.value)
+    assert "agents[2].ranks: invalid value [1, 1]: a rank is listed twice" in str(info.value)
+    with pytest.raises(ConfigError, match=r"agents\[1\].ranks: missing; agents\[0\] names its ranks, so every agent must"):
+        spec([0], agents=2)
+
+
+def test_shards_cover_the_prompts_in_order():
+    layout = distributed.Local(spec())
+    layout.members["a0"] = [0, 1, 2]
+    pieces = []
+    for rank in range(3):
+        layout.rank = rank
+        pieces.append(layout.shard("a0", list(range(8))))
+    assert pieces == [[0, 1, 2], [3, 4, 5], [6, 7]]
+    assert distributed.merge_shards(pieces) == list(range(8))
+
+
+def test_one_process_ignores_ranks_and_holds_every_agent():
+    layout = distributed.layout_for(spec([0], [1], [2]), env={})
+    assert isinstance(layout, distributed.Local)
+    assert all(layout.owns(n) and layout.leads(n) for n in ("a0", "a1", "a2"))
+    assert layout.gather({"a0": 1, "a1": 2, "a2": 3}, "x") == {"a0": [1], "a1": [2], "a2": [3]}
