@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.fn(args)
     except CorlError as exc:
-        for line in str(exc).splitlines():
+        for line in str(exc).splitlines() if not exc.reported else ():
             print(f"corl: error: {line}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

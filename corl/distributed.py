@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -205,9 +206,13 @@ class Distributed(Local):
 
     def _lost(self, what: str, exc: BaseException) -> RankLost:
         hint = self.hint()
-        return RankLost(f"rank {self.rank}: {what}: another rank died or did not answer within "
+        lost = RankLost(f"rank {self.rank}: {what}: another rank died or did not answer within "
                         f"{self.timeout:g}s (run.collective_timeout): {_first_line(exc)}. The run stopped"
                         + (f"; {hint}" if hint else ""))
+        # Said at once: a launcher that saw the dead rank is about to terminate this one too.
+        print(f"corl: error: {lost}", file=sys.stderr, flush=True)
+        lost.reported = True
+        return lost
 
     def close(self) -> None:
         self._pg = None

@@ -5,6 +5,7 @@ class CorlError(Exception):
     """A mistake the user can fix (a recipe, a data file, a model path)."""
 
     exit_code = 2
+    reported = False  # already printed where it happened (the CLI does not repeat it)
 
 
 class ConfigError(CorlError):

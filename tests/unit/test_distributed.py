@@ -3,6 +3,7 @@ run with one message and the run resumes; placement and sharding rules."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -71,7 +72,8 @@ def test_three_ranks_give_the_single_process_run(single, tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     run = outcome(tmp_path)
     # pseudo-labels (label_share, label_accuracy), rewards and every other metric, step by step
-    assert {"reward_mean", "label_share", "label_accuracy", "grad_norm"} <= set(run[1][0]["agents"]["llama"])
+    first_step = next(r for r in run[1] if r["kind"] == "train")
+    assert {"reward_mean", "label_share", "label_accuracy", "grad_norm"} <= set(first_step["agents"]["llama"])
     assert_same(run, single)
     assert not (tmp_path / "tensorboard").exists()  # observers report from rank 0 only; none asked here
 
@@ -81,9 +83,12 @@ def test_a_dead_rank_stops_the_run_and_it_resumes_from_the_last_checkpoint(singl
     assert died.returncode != 0
     lines = [x for x in died.stderr.splitlines() if x.startswith("corl: error:")]
     assert lines and all("another rank died or did not answer" in x for x in lines), died.stderr[-3000:]
-    assert any(x.startswith("corl: error: rank 0: step 4: exchanging votes") for x in lines)
+    # the survivors stop at their next exchange, the end-of-step check after step 3, and say so at once
+    # (torchrun terminates them right after)
+    assert any(re.match(r"corl: error: rank [01]: step 3: checking for signals: another rank died", x) for x in lines)
     assert "step-000002" in lines[0] and "--resume" in lines[0]
-    assert not any("Traceback" in x for x in died.stderr.split("torch.distributed.elastic")[0].splitlines())
+    # no traceback out of corl (torchrun prints its own failure report, and its own frames)
+    assert not any(x.strip().startswith('File "') and "/corl/" in x for x in died.stderr.splitlines())
     resumed = launch(tmp_path, "--resume", ranks=3)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resuming from" in resumed.stderr and "step-000002" in resumed.stderr

@@ -1,0 +1,86 @@
+"""corl plugin: the ``sglang`` sampler, SGLang colocated with an ``hf`` agent's trainer.
+
+Written against SGLang 0.5.23's offline API: ``sglang.Engine`` (``generate`` with ``input_ids``
+and ``return_logprob``, ``update_weights_from_tensor``, ``release_memory_occupation`` /
+``resume_memory_occupation``). SGLang is imported inside the sampler, so ``corl plugins`` lists
+this plugin where SGLang is not installed.
+
+* The engine's scheduler runs in processes SGLang starts next to the trainer, on the trainer's
+  GPU; ``update_weights_from_tensor`` hands them the trainer's tensors through CUDA IPC handles
+  (no files, no restart) and flushes the KV cache.
+* Sampling-time log-probs are SGLang's ``output_token_logprobs``: log-softmax of
+  logits / temperature, what the hf agent's optimizer expects.
+* ``sleep`` releases weights and KV cache (``enable_memory_saver``); the weights are pushed again
+  from the trainer at every wake, never assumed to have survived.
+* SGLang seeds its sampling once, at start (``random_seed``): its samples are not reproduced
+  bit for bit by a resumed run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import corl
+from corl.engines import (ColocatedSampler, EngineSamplerConfig, SamplingRequest, device_index, import_engine,
+                          model_source, serves_hf_agent)
+
+
+class SGLangEngine:
+    """The :class:`corl.engines.Engine` adapter around an ``sglang.Engine``."""
+
+    name = "SGLang"
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    @classmethod
+    def build(cls, agent, config: EngineSamplerConfig, seed: int) -> SGLangEngine:
+        sglang = import_engine("sglang", "sglang", "corl-sglang")
+        args = dict(model_path=model_source(agent), dtype=config.dtype, mem_fraction_static=config.memory,
+                    enable_memory_saver=config.sleep, random_seed=seed, base_gpu_id=device_index(agent),
+                    log_level="error")
+        args.update(config.engine_args)
+        return cls(sglang.Engine(**args))
+
+    def generate(self, prompt_ids: Sequence[Sequence[int]], request: SamplingRequest):
+        n = request.n
+        params = {"temperature": request.temperature, "top_p": request.top_p, "top_k": request.top_k or -1,
+                  "max_new_tokens": request.max_new_tokens, "stop_token_ids": list(request.stop_token_ids)}
+        # n samples of a prompt are n requests, prompt-major (the order the rollout keeps)
+        outputs = self.engine.generate(input_ids=[list(ids) for ids in prompt_ids for _ in range(n)],
+                                       sampling_params=params, return_logprob=True)
+        rows = [_tokens_and_logprobs(o) for o in outputs]
+        return [rows[p * n:(p + 1) * n] for p in range(len(prompt_ids))]
+
+    def score(self, ids: Sequence[int]) -> list[float]:
+        [out] = self.engine.generate(input_ids=[list(ids)], sampling_params={"max_new_tokens": 1, "temperature": 1.0},
+                                     return_logprob=True, logprob_start_len=0)
+        # input_token_logprobs[i] = (log-prob, token id, text); the first token has none
+        return [float(entry[0]) for entry in out["meta_info"]["input_token_logprobs"][1:]]
+
+    def load_weights(self, named_tensors: list[tuple[str, Any]]) -> None:
+        self.engine.update_weights_from_tensor(named_tensors=named_tensors, flush_cache=True)
+
+    def sleep(self) -> None:
+        self.engine.release_memory_occupation()
+
+    def wake(self) -> None:
+        self.engine.resume_memory_occupation()
+
+
+def _tokens_and_logprobs(output: dict) -> tuple[list[int], list[float]]:
+    # output_token_logprobs[i] = (log-prob, token id, text) of generated token i
+    entries = output["meta_info"]["output_token_logprobs"]
+    return [int(e[1]) for e in entries], [float(e[0]) for e in entries]
+
+
+def sglang_sampler(config: EngineSamplerConfig, ctx) -> ColocatedSampler:
+    agent = serves_hf_agent(ctx, "sglang")
+    return ColocatedSampler(config, SGLangEngine.build(agent, config, seed=ctx.seed))
+
+
+@corl.hookimpl
+def corl_register_components(registry):
+    registry.add("sampler", "sglang", sglang_sampler, EngineSamplerConfig,
+                 help="SGLang colocated with an hf agent: weight sync after every step, memory released while training")
