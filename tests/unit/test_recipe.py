@@ -1,4 +1,5 @@
 import copy
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -130,7 +131,9 @@ def test_recipe_file_errors(registry, tmp_path):
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "corl.cli", *args], capture_output=True, text=True, cwd=ROOT)
+    # only the built-ins, so messages that list components do not depend on what else is installed
+    return subprocess.run([sys.executable, "-m", "corl.cli", *args], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "CORL_DISABLE_PLUGIN_AUTOLOAD": "1"})
 
 
 def test_cli_validate_reports_one_line_per_problem_exit_2_no_traceback():

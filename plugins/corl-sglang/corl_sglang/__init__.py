@@ -22,8 +22,15 @@ from collections.abc import Sequence
 from typing import Any
 
 import corl
-from corl.engines import (ColocatedSampler, EngineSamplerConfig, SamplingRequest, device_index, import_engine,
-                          model_source, serves_hf_agent)
+from corl.engines import (
+    ColocatedSampler,
+    EngineSamplerConfig,
+    SamplingRequest,
+    device_index,
+    import_engine,
+    model_source,
+    serves_hf_agent,
+)
 
 
 class SGLangEngine:

@@ -24,8 +24,15 @@ from contextlib import contextmanager
 from typing import Any
 
 import corl
-from corl.engines import (ColocatedSampler, EngineSamplerConfig, SamplingRequest, device_index, import_engine,
-                          model_source, serves_hf_agent)
+from corl.engines import (
+    ColocatedSampler,
+    EngineSamplerConfig,
+    SamplingRequest,
+    device_index,
+    import_engine,
+    model_source,
+    serves_hf_agent,
+)
 from corl.errors import CorlError
 
 _ENGINES_IN_PROCESS: list[Any] = []
