@@ -20,7 +20,7 @@ an :class:`Engine` adapter; everything else is here and is tested against fake e
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol
 
 import attrs
@@ -114,6 +114,17 @@ def device_index(agent) -> int:
     if device.type != "cuda":
         raise CorlError(f"agent {agent.name!r}: a GPU engine needs the agent on a GPU; set device = \"cuda\"")
     return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def sampler_factory(name: str, build: Callable[[Any, EngineSamplerConfig, int], Engine]):
+    """The factory an engine plugin registers: a :class:`ColocatedSampler` over the engine that
+    ``build(agent, config, seed)`` starts for the hf agent the sampler serves."""
+    def factory(config: EngineSamplerConfig, ctx) -> ColocatedSampler:
+        agent = serves_hf_agent(ctx, name)
+        return ColocatedSampler(config, build(agent, config, ctx.seed))
+
+    factory.__name__ = factory.__qualname__ = f"{name}_sampler"
+    return factory
 
 
 class ColocatedSampler:

@@ -1,7 +1,6 @@
 """Agents across processes: a 3-rank run equals the single-process run; a dead rank stops the
 run with one message and the run resumes; placement and sharding rules."""
 
-import json
 import os
 import re
 import subprocess
@@ -10,13 +9,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from safetensors.torch import load_file
 
 from corl import distributed
 from corl.errors import ConfigError, CorlError
 from corl.recipe import load_recipe
 from tests.conftest import TINY
 from tests.unit.test_recipe import BASE
+from tests.unit.test_resume import outcome
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "recipes" / "three_agent_ring.toml"
@@ -32,21 +31,6 @@ def launch(out, *extra, ranks=1, fault=""):
     torchrun = ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}"] if ranks > 1 else []
     env = {**os.environ, "CORL_FAULT": fault}
     return subprocess.run([sys.executable, *torchrun, *corl], capture_output=True, text=True, env=env, timeout=600)
-
-
-def outcome(out: Path):
-    summary = json.loads((out / "summary.json").read_text())
-    summary.pop("seconds")
-    records = []
-    for line in (out / "metrics.jsonl").read_text().splitlines():
-        rec = json.loads(line)
-        rec.pop("seconds", None)
-        for m in rec["agents"].values():
-            for key in [k for k in m if k.startswith("time/")]:
-                del m[key]
-        records.append(rec)
-    weights = {n: load_file(out / "checkpoints" / "final" / n / "model.safetensors") for n in NAMES}
-    return summary, records, weights
 
 
 def assert_same(run, reference):

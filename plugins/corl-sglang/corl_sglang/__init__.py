@@ -23,13 +23,12 @@ from typing import Any
 
 import corl
 from corl.engines import (
-    ColocatedSampler,
     EngineSamplerConfig,
     SamplingRequest,
     device_index,
     import_engine,
     model_source,
-    serves_hf_agent,
+    sampler_factory,
 )
 
 
@@ -82,9 +81,7 @@ def _tokens_and_logprobs(output: dict) -> tuple[list[int], list[float]]:
     return [int(e[1]) for e in entries], [float(e[0]) for e in entries]
 
 
-def sglang_sampler(config: EngineSamplerConfig, ctx) -> ColocatedSampler:
-    agent = serves_hf_agent(ctx, "sglang")
-    return ColocatedSampler(config, SGLangEngine.build(agent, config, seed=ctx.seed))
+sglang_sampler = sampler_factory("sglang", SGLangEngine.build)
 
 
 @corl.hookimpl

@@ -25,13 +25,12 @@ from typing import Any
 
 import corl
 from corl.engines import (
-    ColocatedSampler,
     EngineSamplerConfig,
     SamplingRequest,
     device_index,
     import_engine,
     model_source,
-    serves_hf_agent,
+    sampler_factory,
 )
 from corl.errors import CorlError
 
@@ -122,9 +121,7 @@ def _world_of_one(gpu: int):
                 os.environ[k] = val
 
 
-def vllm_sampler(config: EngineSamplerConfig, ctx) -> ColocatedSampler:
-    agent = serves_hf_agent(ctx, "vllm")
-    return ColocatedSampler(config, VLLMEngine.build(agent, config, seed=ctx.seed))
+vllm_sampler = sampler_factory("vllm", VLLMEngine.build)
 
 
 @corl.hookimpl
