@@ -236,3 +236,22 @@ def test_engine_sampling_uses_the_agents_stream(engines, task, cache_dir):
 
     assert draw() == draw()  # per-request seeds come from the torch stream the run hands the agent
     assert trainer_logprobs(agent, [1, 5, 6])  # the probe scorer runs on the trainer
+
+
+def test_the_cores_version_ranges_admit_the_engines_pins():
+    """vLLM 0.33 pins torch 2.14.0 and transformers <5.21, SGLang 0.5.23 torch 2.14.1 and transformers
+    5.19: `pip install corl corl-vllm` must resolve."""
+    import tomllib
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+
+    root = Path(__file__).resolve().parents[2]
+    deps = {r.name: r.specifier for r in map(Requirement, tomllib.loads((root / "pyproject.toml").read_text())
+                                             ["project"]["dependencies"])}
+    for torch_pin, transformers_pin in (("2.14.0", "5.20.0"), ("2.14.1", "5.19.0")):
+        assert deps["torch"].contains(torch_pin) and deps["transformers"].contains(transformers_pin)
+    for plugin, engine in (("corl-vllm", "vllm"), ("corl-sglang", "sglang")):
+        meta = tomllib.loads((root / "plugins" / plugin / "pyproject.toml").read_text())["project"]
+        assert {Requirement(r).name for r in meta["dependencies"]} == {"corl", engine}
+        assert meta["entry-points"]["corl"] == {engine: plugin.replace("-", "_")}
