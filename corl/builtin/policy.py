@@ -116,7 +116,8 @@ class PolicyGradient:
                 tokens = max(tokens, 1.0)
                 if group_active == 0:
                     continue
-                for micro in active.split(cfg.micro_batch_size):
+                # (a rank with nothing active here still joins the group's reductions below)
+                for micro in active.split(cfg.micro_batch_size) if len(active) else ():
                     sel = rows[micro]
                     mask = mask_all[sel].float()
                     logp, entropy = self.agent.token_logprobs(batch, sel)

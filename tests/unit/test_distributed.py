@@ -1,6 +1,7 @@
 """Agents across processes: a 3-rank run equals the single-process run; a dead rank stops the
 run with one message and the run resumes; placement and sharding rules."""
 
+import json
 import os
 import re
 import subprocess
@@ -178,3 +179,70 @@ def test_one_process_ignores_ranks_and_holds_every_agent():
     assert isinstance(layout, distributed.Local)
     assert all(layout.owns(n) and layout.leads(n) for n in ("a0", "a1", "a2"))
     assert layout.gather({"a0": 1, "a1": 2, "a2": 3}, "x") == {"a0": [1], "a1": [2], "a2": [3]}
+
+
+GROUP = textwrap.dedent("""
+    import torch
+    from corl import distributed
+    from corl.recipe import load_recipe
+    spec = load_recipe({"agents": [{"name": "a", "model": "zoo:llama-tiny", "ranks": [0, 1]},
+                                   {"name": "b", "model": "zoo:qwen2-tiny", "ranks": [1]}],
+                        "topology": {"type": "ring"}}, ["run.collective_timeout=30"])
+    layout = distributed.layout_for(spec)
+    group = layout.group("a")
+    params = [torch.nn.Parameter(torch.zeros(3)), torch.nn.Parameter(torch.zeros(2, 2)), torch.nn.Parameter(torch.zeros(1))]
+    params[0].grad = torch.full((3,), float(layout.rank + 1))
+    params[1].grad = torch.full((2, 2), 10.0 * (layout.rank + 1))
+    # params[2] has no gradient on either rank: it gets a zero one, the same everywhere
+    group.sum_gradients(params)
+    print(layout.rank, group.size, group.sum([1, layout.rank]), params[0].grad.tolist(), params[1].grad.tolist(),
+          params[2].grad.tolist(), layout.owns("b"), layout.group("b").size, layout.shard("a", list(range(5))), flush=True)
+""")
+
+
+def test_a_data_parallel_group_sums_gradients_over_its_ranks(tmp_path):
+    script = tmp_path / "group.py"
+    script.write_text(GROUP)
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "WORLD_SIZE": "2",
+           "PYTHONPATH": str(ROOT), "CORL_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    procs = [subprocess.Popen([sys.executable, str(script)], env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs[0][1][-2000:] + outs[1][1][-2000:]
+    lines = sorted(out.strip().splitlines()[-1] for out, _ in outs)
+    summed = "[3.0, 3.0, 3.0] [[30.0, 30.0], [30.0, 30.0]] [0.0]"
+    assert lines[0] == f"0 2 [2.0, 1.0] {summed} False 1 [0, 1, 2]"
+    assert lines[1] == f"1 2 [2.0, 1.0] {summed} True 1 [3, 4]"
+
+
+@pytest.mark.slow
+def test_a_data_parallel_agent_trains_on_two_ranks(tmp_path, cache_dir):
+    """Agent a on ranks 0 and 1 (data-parallel, two minibatches a step), b beside it on rank 1: the
+    run trains, checkpoints and exports from each agent's first rank."""
+    recipe = tmp_path / "dp.toml"
+    recipe.write_text(textwrap.dedent("""
+        [run]
+        name = "dp"
+        [[agents]]
+        name = "a"
+        model = "zoo:llama-tiny"
+        ranks = [0, 1]
+        optimizer = { type = "grpo", lr = 1e-3, minibatches = 2 }
+        [[agents]]
+        name = "b"
+        model = "zoo:gpt-neox-tiny"
+        ranks = [1]
+        [topology]
+        type = "ring"
+    """))
+    out = tmp_path / "run"
+    args = [x for item in [*TINY, "run.threads=1", "run.observers=['jsonl', 'checkpoint']", "run.checkpoint_every=2",
+                           f"run.output_dir={out}"] for x in ("--set", item)]
+    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                          "-m", "corl.cli", "run", str(recipe), *args], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    train = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if '"train"' in x]
+    assert [r["step"] for r in train] == [1, 2]
+    assert all(0 <= r["agents"]["a"]["active_fraction"] <= 1 and r["agents"]["a"]["nonfinite"] == 0 for r in train)
+    assert (out / "checkpoints" / "step-000002" / "optimizers" / "a" / "optimizer.pt").exists()
+    assert {p.name for p in (out / "checkpoints" / "final").iterdir()} == {"a", "b", "summary.json"}
