@@ -524,7 +524,8 @@ def to_dict(spec: RunSpec) -> dict[str, Any]:
         "run": attrs.asdict(spec.run),
         "task": component(spec.task),
         "agents": [{"name": a.name, **component(a.agent), "sampler": component(a.sampler),
-                    "optimizer": component(a.optimizer), "frozen": a.frozen, "ranks": list(a.ranks)}
+                    "optimizer": component(a.optimizer), "frozen": a.frozen,
+                    **({"ranks": list(a.ranks)} if a.ranks else {})}  # absent when placed automatically
                    for a in spec.agents],
         "voting": component(spec.voting.aggregator, n_votes=spec.voting.n_votes, n_train=spec.voting.n_train),
         "topology": component(spec.topology),

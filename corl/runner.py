@@ -317,8 +317,8 @@ class Run:
         try:
             self.streams.load(checkpoint.restore_rng(path))
         except KeyError as exc:
-            raise CorlError(f"{path}: no RNG stream saved for {exc.args[0]}: this checkpoint was written with another "
-                            "number of ranks per agent; resume with the same agents[i].ranks") from None
+            raise CorlError(f"{path}: no RNG stream saved for {exc.args[0]}: the checkpoint was written with another "
+                            "number of ranks per agent (resume with the same agents[i].ranks) or by an older corl") from None
         return state["step"]
 
     def _check_compatible(self, path: Path) -> None:
