@@ -146,7 +146,7 @@ def cmd_cohort(args) -> int:
     import json
 
     from corl.cohort import label_disagreement, rank_cohorts
-    from corl.types import Vote
+    from corl.evaluation import votes_of
 
     if args.prompts < 1:
         raise CorlError(f"--prompts {args.prompts}: must be at least 1")
@@ -159,8 +159,7 @@ def cmd_cohort(args) -> int:
     with run.verifier.armed():
         for slot in run.agents:
             rollout = slot.sampler.sample(slot.agent, prompts, n)
-            votes = [[Vote(run.verifier.extract(t), slot.name, c) for t, c in zip(texts, confs)]
-                     for texts, confs in zip(rollout.texts, rollout.confidences)]
+            votes = votes_of(rollout, run.verifier)
             pseudo = run.aggregator.aggregate(votes, run.verifier)
             labels[slot.name] = [p.answer for p in pseudo]
             strength.append(sum(p.share for p in pseudo) / len(pseudo))

@@ -7,12 +7,14 @@ from typing import Any
 
 from corl.protocols import Agent, Aggregator, AnswerVerifier, Sampler
 from corl.types import Prompt, Rollout, Vote
+from corl.verify import extract_all
 
 
 def votes_of(rollout: Rollout, verifier: AnswerVerifier) -> list[list[Vote]]:
     """One vote per completion: its extracted answer, its agent and its sampling confidence."""
-    return [[Vote(verifier.extract(t), rollout.agent, c) for t, c in zip(texts, confs)]
-            for texts, confs in zip(rollout.texts, rollout.confidences)]
+    answers = extract_all(verifier, rollout.prompts, rollout.texts)
+    return [[Vote(a, rollout.agent, c) for a, c in zip(row, confs)]
+            for row, confs in zip(answers, rollout.confidences)]
 
 
 def evaluate(agent: Agent, sampler: Sampler, verifier: AnswerVerifier, prompts: Sequence[Prompt],
@@ -31,7 +33,7 @@ def evaluate(agent: Agent, sampler: Sampler, verifier: AnswerVerifier, prompts: 
             for p, vs in zip(prompts, votes)]
     labels = aggregator.aggregate(votes, verifier)  # maj@k under the run's voting rule (and its gates)
     n = len(prompts)
-    answers = [verifier.extract(texts[0]) for texts in greedy.texts]
+    answers = [row[0] for row in extract_all(verifier, greedy.prompts, [texts[:1] for texts in greedy.texts])]
     return {
         "greedy": sum(a is not None and verifier.equivalent(a, p.label) for a, p in zip(answers, prompts)) / n,
         "pass@1": sum(sum(h) / k for h in hits) / n,

@@ -18,11 +18,16 @@ class Prompt:
     """One task prompt. ``label`` is the hidden ground truth (None when the data has none).
 
     The run keeps labels aside for monitoring and evaluation; a label-free router never sees them.
+    ``test_inputs``: inputs a code task runs each program on (its label is then the expected
+    outputs on them); ``solution``: a reference completion, the warm-start target where the label
+    is not the text to write (a program, not its outputs).
     """
 
     id: str
     text: str
     label: Any = None
+    test_inputs: tuple[Any, ...] = ()
+    solution: str | None = None
 
 
 @attrs.frozen

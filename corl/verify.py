@@ -5,10 +5,25 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from corl.protocols import AnswerVerifier
+from corl.types import Prompt
+
+
+def extract_all(verifier: AnswerVerifier, prompts: Sequence[Prompt],
+                texts: Sequence[Sequence[str]]) -> list[list[Hashable | None]]:
+    """Every completion's answer, ``answers[p][s]``: the one place the run extracts answers.
+
+    A verifier with ``extract_batch(prompts, texts)`` gets the whole batch at once (a code
+    verifier runs all the programs in one sandbox call, on each prompt's ``test_inputs``);
+    any other is asked ``extract(text)`` per completion.
+    """
+    batch = getattr(verifier, "extract_batch", None)
+    if batch is not None:
+        return [list(row) for row in batch(prompts, texts)]
+    return [[verifier.extract(t) for t in row] for row in texts]
 
 
 class _Timeout(Exception):
@@ -60,6 +75,11 @@ class BoundedVerifier:
 
     def extract(self, text: str) -> Hashable | None:
         return self._bounded(self.inner.extract, None, text)
+
+    def extract_batch(self, prompts: Sequence[Prompt], texts: Sequence[Sequence[str]]) -> list[list[Hashable | None]]:
+        if hasattr(self.inner, "extract_batch"):  # bounds its own work (a sandbox has its own limits)
+            return self.inner.extract_batch(prompts, texts)
+        return [[self.extract(t) for t in row] for row in texts]
 
     def equivalent(self, a: Hashable, b: Hashable) -> bool:
         if a == b:  # the common case needs no timer

@@ -25,6 +25,17 @@ from corl.errors import ConfigError
 #: Characters the zoo tokenizer knows; enough for the synthetic arithmetic task.
 CHARS = "0123456789+-*="
 SPECIAL = ("<pad>", "<eos>", "<bos>", "<unk>")
+#: Added (printable ASCII) when a task's warm-start examples need more, e.g. code tasks.
+EXTRA_CHARS = "".join(c for c in map(chr, range(32, 127)) if c not in CHARS)
+
+
+def chars_for(examples: Sequence[tuple[str, str]]) -> str:
+    """The tokenizer's characters for these examples: ``CHARS`` when they suffice (so the arithmetic
+    models keep their cache keys), else ``CHARS`` plus printable ASCII."""
+    seen = {c for prompt, answer in examples for c in prompt + answer}
+    return CHARS if seen <= set(CHARS) else CHARS + EXTRA_CHARS
+
+
 #: Hidden size, layers, heads: ~0.15-0.2M parameters, the size that warms up fastest here.
 D_MODEL, LAYERS, HEADS, MAX_POSITIONS = 64, 4, 4, 64
 
@@ -70,12 +81,12 @@ def _config_for(family: str, vocab_size: int, ids: dict[str, int]):
 FAMILIES = {"llama-tiny": "llama", "qwen2-tiny": "qwen2", "gpt-neox-tiny": "gpt_neox", "gpt2-tiny": "gpt2"}
 
 
-def build_tokenizer():
+def build_tokenizer(chars: str = CHARS):
     """A character-level fast tokenizer that round-trips through ``save_pretrained``."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {tok: i for i, tok in enumerate((*SPECIAL, *CHARS))}
+    vocab = {tok: i for i, tok in enumerate((*SPECIAL, *chars))}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     tok.decoder = decoders.Fuse()  # without it decode joins characters with spaces
@@ -93,7 +104,7 @@ def resolve(name: str, examples: Sequence[tuple[str, str]], config: ZooConfig,
     """Return the folder of zoo model ``name`` warm-started on ``examples``, building it once."""
     if name not in FAMILIES:
         raise ConfigError(f"unknown zoo model 'zoo:{name}'; available: {', '.join('zoo:' + n for n in FAMILIES)}")
-    fingerprint = hashlib.sha256(json.dumps([name, attrs.asdict(config), D_MODEL, LAYERS, HEADS, CHARS,
+    fingerprint = hashlib.sha256(json.dumps([name, attrs.asdict(config), D_MODEL, LAYERS, HEADS, chars_for(examples),
                                              list(examples)]).encode()).hexdigest()[:16]
     folder = cache_root() / "zoo" / f"{name}-{fingerprint}"
     if (folder / "config.json").exists():
@@ -129,7 +140,7 @@ def _warm_start(family: str, examples: Sequence[tuple[str, str]], config: ZooCon
     import torch
     from transformers import AutoModelForCausalLM
 
-    tokenizer = build_tokenizer()
+    tokenizer = build_tokenizer(chars_for(examples))
     ids = tokenizer.get_vocab()
     model = AutoModelForCausalLM.from_config(_config_for(family, len(ids), ids))
     if not examples or config.steps == 0:

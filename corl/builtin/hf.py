@@ -78,7 +78,7 @@ class HFAgent:
             from corl import zoo
 
             seed = ctx.task.split("seed")
-            examples = [(p.text, str(p.label)) for p in seed]
+            examples = [(p.text, str(p.label) if p.solution is None else p.solution) for p in seed]
             zoo_config = ctx.spec.zoo if config.zoo_seed is None else attrs.evolve(ctx.spec.zoo, seed=config.zoo_seed)
             source = str(zoo.resolve(source[4:], examples, zoo_config, log=ctx.log))
         dtype = getattr(torch, config.dtype)
