@@ -23,7 +23,8 @@ TINY = [
 ]
 
 #: TINY's task.* keys are the arithmetic task's; other task types shrink their data their own way.
-TINY_TASK = {"jsonl": ["task.limit=256"]}
+TINY_TASK = {"jsonl": ["task.limit=256"],
+             "expressions": ["task.seed_size=128", "task.train_size=16", "task.eval_size=16"]}
 
 
 def tiny_for(recipe) -> list[str]:

@@ -1,0 +1,163 @@
+"""The sandbox contains hostile programs: each test runs one next to a benign program and checks
+that the batch went on, the error kind is right, and nothing outside the sandbox changed."""
+
+import glob
+import os
+import socket
+import tempfile
+import textwrap
+import time
+
+import pytest
+
+from corl.sandbox import Limits, Program, Sandbox, isolation
+
+FAST = Limits(wall_seconds=1.0, cpu_seconds=1.0, memory_mb=256)
+BENIGN = Program("x * 2 + 1", (1, 2))
+
+
+def run_hostile(source: str, sandbox: Sandbox | None = None):
+    """Run ``source`` (a function ``f(x)``) on one input between two benign programs."""
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "corl-sandbox-*")))
+    hostile = Program(textwrap.dedent(source), ((1,),), mode="function")
+    first, result, after = (sandbox or Sandbox(FAST)).run([BENIGN, hostile, BENIGN])
+    for benign in (first, after):  # the run went on around it
+        assert [o.output for o in benign] == ["3", "5"]
+    # the batch's temporary folder is gone (nothing the program wrote survives)
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "corl-sandbox-*"))) == before
+    return result[0]
+
+
+def test_namespaces_are_used_where_the_machine_allows_them():
+    assert isolation() == () or isolation()[0] == "unshare"
+
+
+def test_infinite_loop_times_out():
+    assert run_hostile("def f(x):\n    while True:\n        pass").error == "timeout"
+
+
+def test_code_that_never_returns_is_killed_on_the_wall_clock():
+    start = time.monotonic()
+    outcome = run_hostile("""
+        import time
+        def f(x):
+            while True:
+                time.sleep(100)  # no CPU used: only the wall clock ends it
+    """)
+    assert outcome.error == "timeout"
+    assert time.monotonic() - start < 8
+
+
+def test_fork_bomb_is_forbidden_and_leaves_no_processes():
+    before = len(os.listdir("/proc"))
+    outcome = run_hostile("""
+        import os
+        def f(x):
+            while True:
+                os.fork()
+    """)
+    assert outcome.error == "forbidden"
+    assert len(os.listdir("/proc")) <= before + 2  # no stray children (pids come and go on a busy machine)
+
+
+def test_memory_bomb_hits_the_memory_limit():
+    assert run_hostile("def f(x):\n    return len(bytearray(10**10))").error == "memory"
+
+
+@pytest.mark.parametrize("source", ["def f(x):\n    while True:\n        print('spam' * 1000)",
+                                    "def f(x):\n    return 'a' * 10**6"])
+def test_huge_output_hits_the_output_limit(source):
+    assert run_hostile(source).error == "output_limit"
+
+
+def test_writing_outside_its_folder_is_forbidden(tmp_path):
+    victim = tmp_path / "victim.txt"
+    outcome = run_hostile(f"""
+        def f(x):
+            with open({str(victim)!r}, "w") as fh:
+                fh.write("pwned")
+    """)
+    assert outcome.error == "forbidden"
+    assert not victim.exists()
+
+
+def test_deleting_files_outside_its_folder_is_forbidden(tmp_path):
+    keep = tmp_path / "keep.txt"
+    keep.write_text("precious")
+    for call in (f"os.remove({str(keep)!r})", f"shutil.rmtree({str(tmp_path)!r})",
+                 f"os.rename({str(keep)!r}, 'stolen')"):
+        outcome = run_hostile(f"import os, shutil\ndef f(x):\n    {call}")
+        assert outcome.error == "forbidden", call
+    assert keep.read_text() == "precious"
+
+
+def test_files_in_its_own_folder_work_and_do_not_survive():
+    outcome = run_hostile("""
+        import os
+        def f(x):
+            with open("scratch.txt", "w") as fh:
+                fh.write("temporary")
+            return os.path.abspath("scratch.txt")
+    """)
+    assert outcome.ok
+    assert not os.path.exists(eval(outcome.output))
+
+
+def test_opening_sockets_is_forbidden():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.setblocking(False)
+    port = server.getsockname()[1]
+    try:
+        for source in (f"import socket\ndef f(x):\n    socket.create_connection(('127.0.0.1', {port}))",
+                       f"def f(x):\n    __import__('_socket').socket().connect(('127.0.0.1', {port}))"):
+            assert run_hostile(source).error == "forbidden"
+        with pytest.raises(BlockingIOError):
+            server.accept()  # nobody connected
+    finally:
+        server.close()
+
+
+def test_environment_secrets_are_not_visible(monkeypatch):
+    monkeypatch.setenv("CORL_TEST_SECRET", "hunter2")
+    outcome = run_hostile("import os\ndef f(x):\n    return sorted(os.environ)")
+    assert outcome.ok and "CORL_TEST_SECRET" not in outcome.output and "hunter2" not in outcome.output
+    outcome = run_hostile(f"def f(x):\n    return open('/proc/{os.getpid()}/environ', 'rb').read()")
+    assert outcome.error == "forbidden"
+
+
+def test_killing_the_parent_is_forbidden():
+    for target in ("os.getppid()", str(os.getpid()), "0"):
+        outcome = run_hostile(f"import os, signal\ndef f(x):\n    os.kill({target}, signal.SIGKILL)")
+        assert outcome.error == "forbidden", target
+    for group in (os.getpgid(os.getpid()), 0):
+        outcome = run_hostile(f"import os, signal\ndef f(x):\n    os.killpg({group}, signal.SIGKILL)")
+        assert outcome.error == "forbidden", group
+
+
+def test_catching_the_refusal_does_not_hide_it():
+    outcome = run_hostile("""
+        import os
+        def f(x):
+            try:
+                os.fork()
+            except BaseException:
+                pass
+            return 42
+    """)
+    assert outcome.error == "forbidden"
+
+
+def test_a_program_that_ends_its_process_loses_only_its_own_inputs():
+    hostile = Program("import os\ndef f(x):\n    if x == 2:\n        os._exit(0)\n    return x", ((1,), (2,), (3,)),
+                      mode="function")
+    (outcomes,) = Sandbox(FAST).run([hostile])
+    assert [o.output or o.error for o in outcomes] == ["1", "crash:exit", "crash:exit"]
+
+
+def test_limits_hold_without_namespaces():
+    assert run_hostile("import os\ndef f(x):\n    os.kill(os.getppid(), 9)", Sandbox(FAST, isolate=False)).error \
+        == "forbidden"
+    assert run_hostile("def f(x):\n    while True:\n        pass", Sandbox(FAST, isolate=False)).error == "timeout"
+
