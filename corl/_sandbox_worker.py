@@ -12,6 +12,7 @@ solutions turn a value into the string a signature holds.
 from __future__ import annotations
 
 import json
+import resource
 import os
 import select
 import shutil
@@ -106,8 +107,6 @@ def _install_audit_hook(folder: str, tripped: list) -> None:
 
 
 def _limit(limits: dict) -> None:
-    import resource
-
     cpu = max(1, int(limits["cpu_seconds"] + 0.999))
     memory = int(limits["memory_mb"]) * 2**20
     for which, value in ((resource.RLIMIT_CPU, (cpu, cpu + 1)), (resource.RLIMIT_AS, (memory, memory)),
@@ -187,75 +186,97 @@ def _child(job: dict, limits: dict, folder: str, out: int) -> None:
     os._exit(0)
 
 
-def run_job(job: dict, limits: dict, root: str, index: int) -> list:
-    """Fork a child for one program and collect its per-input results under the limits."""
-    folder = os.path.join(root, f"p{index}")
-    os.mkdir(folder)
-    n = len(job["inputs"])
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child never returns
-        try:
-            os.close(read)
-            _child(job, limits, os.path.realpath(folder), write)
-        finally:
-            os._exit(0)
-    os.close(write)
-    deadline = time.monotonic() + float(limits["wall_seconds"])
-    cap = n * (int(limits["output_chars"]) + 64) + 1024
-    data, timed_out, flooded = b"", False, False
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            timed_out = True
-            break
-        ready, _, _ = select.select([read], [], [], left)
-        if not ready:
+class _Running:
+    """One forked child: its pipe, its deadline and what it has written so far."""
+
+    def __init__(self, job: dict, limits: dict, root: str, index: int):
+        self.index, self.n = index, len(job["inputs"])
+        self.folder = os.path.join(root, f"p{index}")
+        os.mkdir(self.folder)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child never returns
+            try:
+                os.close(read)
+                _child(job, limits, os.path.realpath(self.folder), write)
+            finally:
+                os._exit(0)
+        os.close(write)
+        self.pid, self.fd = pid, read
+        self.deadline = time.monotonic() + float(limits["wall_seconds"])
+        self.cap = self.n * (int(limits["output_chars"]) + 64) + 1024
+        self.data, self.timed_out, self.flooded = b"", False, False
+
+    def read(self) -> bool:
+        """Take what the child wrote; True once it is done (end of output, or too much of it)."""
+        chunk = os.read(self.fd, 65536)
+        self.data += chunk
+        self.flooded = len(self.data) > self.cap  # a program writing to the result pipe itself
+        return not chunk or self.flooded
+
+    def finish(self) -> list:
+        os.close(self.fd)
+        for target in (-self.pid, self.pid):  # the child's group (anything it started), then the child
+            try:
+                os.kill(target, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        _, status = os.waitpid(self.pid, 0)
+        shutil.rmtree(self.folder, ignore_errors=True)
+        n = self.n
+        if self.flooded:
+            return [[False, "output_limit"]] * n
+        results = []
+        for line in self.data.split(b"\n")[:n]:
+            try:
+                ok, value = json.loads(line)
+                results.append([bool(ok), str(value)])
+            except (ValueError, TypeError):
+                break
+        if len(results) < n:
+            sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+            if self.timed_out or sig == signal.SIGXCPU:
+                missing = "timeout"
+            elif sig == signal.SIGKILL:
+                missing = "killed"  # the kernel (memory) or the hard CPU limit
+            elif sig is not None:
+                missing = f"crash:signal{sig}"
+            else:
+                missing = "crash:exit"  # the program ended its own process
+            results += [[False, missing]] * (n - len(results))
+        return results
+
+
+def run_jobs(jobs: list, limits: dict, root: str, parallel: int):
+    """Yield ``(index, results)`` as programs finish, with up to ``parallel`` children at once
+    (each child waits on the scheduler as much as it computes on a busy machine)."""
+    pending, running = list(enumerate(jobs))[::-1], {}
+    while pending or running:
+        while pending and len(running) < parallel:
+            index, job = pending.pop()
+            child = _Running(job, limits, root, index)
+            running[child.fd] = child
+        now = time.monotonic()
+        for child in [c for c in running.values() if c.deadline <= now]:
+            child.timed_out = True
+            del running[child.fd]
+            yield child.index, child.finish()
+        if not running:
             continue
-        chunk = os.read(read, 65536)
-        if not chunk:
-            break
-        data += chunk
-        if len(data) > cap:  # a program writing to the result pipe itself
-            flooded = True
-            break
-    os.close(read)
-    for target in (-pid, pid):  # the child's group (anything it started), then the child
-        try:
-            os.kill(target, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    _, status = os.waitpid(pid, 0)
-    shutil.rmtree(folder, ignore_errors=True)
-    results = []
-    for line in data.split(b"\n")[:n]:
-        try:
-            ok, value = json.loads(line)
-            results.append([bool(ok), str(value)])
-        except (ValueError, TypeError):
-            break
-    if flooded:
-        return [[False, "output_limit"]] * n
-    if len(results) < n:
-        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-        if timed_out or sig == signal.SIGXCPU:
-            missing = "timeout"
-        elif sig == signal.SIGKILL:
-            missing = "killed"  # the kernel (memory) or the hard CPU limit
-        elif sig is not None:
-            missing = f"crash:signal{sig}"
-        else:
-            missing = "crash:exit"  # the program ended its own process
-        results += [[False, missing]] * (n - len(results))
-    return results
+        wait = max(0.0, min(c.deadline for c in running.values()) - time.monotonic())
+        ready, _, _ = select.select(list(running), [], [], wait)
+        for fd in ready:
+            child = running[fd]
+            if child.read():
+                del running[fd]
+                yield child.index, child.finish()
 
 
 def main() -> None:
     request = json.loads(sys.stdin.read())
     limits, root = request["limits"], os.getcwd()
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    for i, job in enumerate(request["jobs"]):
-        results = run_job(job, limits, root, i)
+    for i, results in run_jobs(request["jobs"], limits, root, int(request.get("parallel", 1))):
         sys.stdout.write(json.dumps({"i": i, "results": results}) + "\n")
         sys.stdout.flush()
 
