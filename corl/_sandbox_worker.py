@@ -12,8 +12,8 @@ solutions turn a value into the string a signature holds.
 from __future__ import annotations
 
 import json
-import resource
 import os
+import resource
 import select
 import shutil
 import signal
