@@ -3,7 +3,7 @@
 import pytest
 
 from corl.builtin.code_tasks import ExpressionsConfig, ExpressionsTask, PythonFunctionsConfig, PythonFunctionsTask
-from corl.builtin.topology import GroundTruthRouter, RingRouter
+from corl.builtin.topology import AllPairsConfig, AllPairsRouter, GroundTruthRouter, RingRouter, SelfRouter
 from corl.builtin.voting import MajorityConfig, MajorityVote
 from corl.code import CodeVerifier, extract_program, signature
 from corl.evaluation import votes_of
@@ -64,6 +64,9 @@ def test_routers_reward_programs_that_behave_like_the_peer_label(verifier):
     agg = MajorityVote(MajorityConfig())
     labels = {k: agg.aggregate(v, verifier) for k, v in votes.items()}
     assert RingRouter(NoConfig()).route(votes, labels, verifier, agg)["a"] == [[1.0, 0.0, 0.0]]
+    assert AllPairsRouter(AllPairsConfig()).route(votes, labels, verifier, agg)["a"] == [[1.0, 0.0, 0.0]]
+    # on its own, a's two voting programs behave differently: the seeded tie-break picks one
+    assert sum(SelfRouter(NoConfig()).route(votes, labels, verifier, agg)["a"][0]) == 1.0
     truth = GroundTruthRouter(NoConfig()).route(votes, labels, verifier, agg, [PROMPT.label])
     assert truth["a"] == [[1.0, 0.0, 0.0]] and truth["b"] == [[1.0, 1.0, 0.0]]
 
