@@ -27,7 +27,8 @@ FORBIDDEN_MODULES = frozenset({"ctypes", "_ctypes", "cffi", "_posixsubprocess", 
 FORBIDDEN_EVENTS = frozenset({"os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
                               "os.kill", "os.killpg", "signal.pthread_kill", "subprocess.Popen", "os.chdir",
                               "os.chroot", "os.setuid", "os.putenv", "os.unsetenv", "pty.spawn", "ctypes.dlopen",
-                              "sys.addaudithook", "os.startfile", "webbrowser.open", "urllib.Request"})
+                              "sys.addaudithook", "os.startfile", "webbrowser.open", "urllib.Request",
+                              "resource.setrlimit", "resource.prlimit"})
 #: audit events whose first argument is a path: allowed inside the program's folder only
 PATH_EVENTS = frozenset({"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.link",
                          "os.symlink", "os.truncate", "os.utime", "shutil.rmtree", "shutil.copyfile", "shutil.move",

@@ -136,6 +136,12 @@ def test_killing_the_parent_is_forbidden():
         assert outcome.error == "forbidden", group
 
 
+def test_raising_its_own_limits_is_forbidden():
+    # resource is already imported by the worker, so only the audited call can stop this (as root)
+    source = "import resource\ndef f(x):\n    resource.setrlimit(resource.RLIMIT_AS, (-1, -1))"
+    assert run_hostile(source).error == "forbidden"
+
+
 def test_catching_the_refusal_does_not_hide_it():
     outcome = run_hostile("""
         import os
