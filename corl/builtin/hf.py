@@ -1,7 +1,8 @@
-"""The ``hf`` agent and sampler: a transformers causal LM, sampled with batched ``generate``.
+"""The ``hf`` agent and sampler: a transformers causal LM, sampled with a batched KV-cached decode loop.
 
 Sampling keeps the behaviour policy's log-probs (from the raw logits at the sampling
 temperature), so the optimizer's first ratio is exactly 1 and no extra forward pass is needed.
+Each prompt is prefilled once for its N samples (see :func:`_decode`).
 """
 
 from __future__ import annotations
@@ -165,11 +166,11 @@ class HFSamplerConfig:
     top_k: int = attrs.field(default=0, validator=v.ge(0), metadata={"help": "top-k sampling (0: off)"})
     max_new_tokens: int = attrs.field(default=8, validator=v.ge(1), metadata={"help": "completion length limit"})
     batch_size: int = attrs.field(default=1024, validator=v.ge(1), metadata={
-        "help": "sequences per generate call (prompts x samples); bounds memory"})
+        "help": "sequences per decode call (prompts x samples); bounds memory"})
 
 
 class HFSampler:
-    """Batched ``generate`` with the KV cache; N samples per prompt in one call."""
+    """A batched decode loop with the KV cache; N samples per prompt, each prompt prefilled once."""
 
     def __init__(self, config: HFSamplerConfig, ctx=None):
         self.config = config
@@ -183,28 +184,22 @@ class HFSampler:
         cfg, tok, model = self.config, agent.tokenizer, agent.model
         temp = 1.0 if greedy else (temperature or cfg.temperature)
         enc = agent.encode([p.text for p in prompts]).to(model.device)
-        prompt_ids = enc["input_ids"].repeat_interleave(n, 0)
-        prompt_mask = enc["attention_mask"].repeat_interleave(n, 0)
         eos = tok.eos_token_id
+        warpers = [] if greedy else _warpers(cfg)
+        per_call = max(1, cfg.batch_size // n)  # prompts per decode call: prompts x samples <= batch_size
         pieces = []
         with torch.no_grad():
-            for start in range(0, len(prompt_ids), cfg.batch_size):
-                ids, am = prompt_ids[start:start + cfg.batch_size], prompt_mask[start:start + cfg.batch_size]
-                out = model.generate(
-                    input_ids=ids, attention_mask=am, do_sample=not greedy, temperature=temp if not greedy else None,
-                    top_p=cfg.top_p if not greedy else None, top_k=cfg.top_k or None,
-                    max_new_tokens=cfg.max_new_tokens, pad_token_id=tok.pad_token_id, eos_token_id=eos,
-                    output_logits=True, return_dict_in_generate=True)
-                completion = out.sequences[:, ids.shape[1]:]
-                # Raw logits, not processed scores: top-p / min-length masks must not leak in.
-                logits = torch.stack(out.logits, 1).float() / temp
-                logp = logits.log_softmax(-1).gather(-1, completion.unsqueeze(-1)).squeeze(-1)
-                pieces.append((completion, logp))
+            for start in range(0, len(prompts), per_call):
+                ids = enc["input_ids"][start:start + per_call]
+                am = enc["attention_mask"][start:start + per_call]
+                pieces.append(_decode(model, ids, am, n, cfg.max_new_tokens, temp, greedy, warpers, eos, tok.pad_token_id))
+        prompt_ids = enc["input_ids"].repeat_interleave(n, 0)
+        prompt_mask = enc["attention_mask"].repeat_interleave(n, 0)
         width = max(c.shape[1] for c, _ in pieces)
         completion = torch.cat([torch.nn.functional.pad(c, (0, width - c.shape[1]), value=tok.pad_token_id) for c, _ in pieces])
         logp = torch.cat([torch.nn.functional.pad(lp, (0, width - lp.shape[1])) for _, lp in pieces])
         is_eos = completion == eos
-        # Up to and including the first EOS; generate pads finished rows with pad_token_id.
+        # Up to and including the first EOS; the decode loop pads finished rows with pad_token_id.
         cmask = ((is_eos.cumsum(1) - is_eos.long()) == 0).long()
         logp = logp * cmask
         lengths = cmask.sum(1)
@@ -225,6 +220,66 @@ class HFSampler:
         """Sampling reads the trainer's own weights: nothing to push."""
 
 
+def _warpers(cfg: HFSamplerConfig) -> list:
+    """transformers' top-k / top-p logits warpers, as ``generate`` would apply them."""
+    from transformers import TopKLogitsWarper, TopPLogitsWarper
+
+    out = [TopKLogitsWarper(cfg.top_k)] if cfg.top_k else []
+    return out + ([TopPLogitsWarper(cfg.top_p)] if cfg.top_p < 1.0 else [])
+
+
+def _decode(model, ids, mask, n: int, max_new_tokens: int, temp: float, greedy: bool, warpers, eos: int, pad: int):
+    """N samples for each of a batch of left-padded prompts, with a KV cache.
+
+    Each prompt is prefilled once and its cache repeated ``n`` times (``generate`` prefills every
+    sample's copy); the decode loop stops as soon as every row has sampled EOS. Returns the
+    completion ids ``[rows, T]`` (pad after EOS) and their sampling-time log-probs from the raw
+    logits at ``temp`` (top-k / top-p shape what is drawn, never the recorded log-prob), one
+    vocabulary row per sequence at a time: no ``[rows, T, vocab]`` logits tensor is ever kept.
+    """
+    import torch
+
+    params = _forward_params(model)
+    cache_key = "cache" if "cache" in params else "past_key_values"
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding; GPT-2 needs them explicit
+    keep = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **keep)
+    cache = getattr(out, cache_key)
+    if n > 1:
+        cache.batch_repeat_interleave(n)
+    logits = out.logits[:, -1].float().repeat_interleave(n, 0)
+    mask, last = mask.repeat_interleave(n, 0), positions[:, -1:].repeat_interleave(n, 0)
+    done = torch.zeros(len(mask), dtype=torch.bool, device=mask.device)
+    tokens, logps = [], []
+    for t in range(max_new_tokens):
+        scaled = logits / temp
+        if greedy:
+            token = scaled.argmax(-1)
+        else:
+            shaped = scaled
+            for warp in warpers:
+                shaped = warp(None, shaped)
+            token = torch.multinomial(shaped.softmax(-1), 1).squeeze(1)
+        token = token.masked_fill(done, pad)
+        tokens.append(token)
+        logps.append(scaled.log_softmax(-1).gather(1, token[:, None]).squeeze(1))
+        done = done | (token == eos)
+        if t == max_new_tokens - 1 or bool(done.all()):
+            break
+        mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
+        last = last + 1
+        out = model(input_ids=token[:, None], attention_mask=mask, position_ids=last, use_cache=True,
+                    **{cache_key: cache})
+        cache, logits = getattr(out, cache_key), out.logits[:, -1].float()
+    return torch.stack(tokens, 1), torch.stack(logps, 1)
+
+
+def _forward_params(model) -> frozenset:
+    import inspect
+
+    return frozenset(inspect.signature(model.forward).parameters)
+
+
 def _check_length(agent: HFAgent, task, max_new_tokens: int) -> None:
     """The longest prompt plus max_new_tokens must fit the model's context, or sampling fails late."""
     limit = getattr(agent.model.config, "max_position_embeddings", None) or getattr(agent.model.config, "n_positions", None)
@@ -243,7 +298,7 @@ def _check_length(agent: HFAgent, task, max_new_tokens: int) -> None:
 @hookimpl
 def corl_register_components(registry):
     registry.add("agent", "hf", HFAgent, HFAgentConfig, help="transformers causal LM")
-    registry.add("sampler", "hf", HFSampler, HFSamplerConfig, help="batched transformers generate with KV cache")
+    registry.add("sampler", "hf", HFSampler, HFSamplerConfig, help="batched KV-cached decoding, one prefill per prompt")
 
 
 def pack_samples(agent: HFAgent, prompts: Sequence[Prompt], prompt_ids: Sequence[Sequence[int]],
