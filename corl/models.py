@@ -110,10 +110,14 @@ def resolve(value: str, *, log: Callable[[str], None] = print, zoo_builder: Call
     return value
 
 
-def _cache_root() -> Path:
+MODELS_DIR_ENV = "CORL_MODELS_DIR"
+
+
+def models_root() -> Path:
+    """Where converted models live: ``$CORL_MODELS_DIR``, default ``$CORL_CACHE_DIR/models``."""
     from corl.zoo import cache_root
 
-    return cache_root()
+    return Path(os.environ.get(MODELS_DIR_ENV) or cache_root() / "models")
 
 
 def packaged_gguf(entry: Packaged, into: Path) -> Path:
@@ -139,7 +143,7 @@ def packaged_folder(name: str, log: Callable[[str], None] = print) -> Path:
     from importlib.metadata import version
 
     entry = PACKAGED[name]
-    folder = _cache_root() / "models" / f"{name}-{version(entry.distribution)}"
+    folder = models_root() / f"{name}-{version(entry.distribution)}"
     if (folder / "config.json").exists():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -163,7 +167,7 @@ def _fingerprint(path: Path) -> str:
 
 def convert_gguf(path: Path, log: Callable[[str], None] = print) -> Path:
     """The HF folder converted from GGUF file ``path`` (once; cached under its fingerprint)."""
-    folder = _cache_root() / "models" / f"{path.stem}-{_fingerprint(path)}"
+    folder = models_root() / f"{path.stem}-{_fingerprint(path)}"
     if not (folder / "config.json").exists():
         _convert(path, folder, log, label=f"gguf:{path}")
     return folder

@@ -118,8 +118,15 @@ class HFAgent:
         if self.tokenizer.eos_token_id is None:
             raise CorlError(f"agent {self.name!r}: the tokenizer of {config.model!r} has no EOS token")
         if config.gradient_checkpointing:
-            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-            self.model.config.use_cache = False  # training forwards only; generate passes use_cache itself
+            # transformers checkpoints layers only in train mode: switch dropout off for good, so
+            # train mode changes nothing else (training log-probs must match sampling ones).
+            for module in self.model.modules():
+                if isinstance(module, torch.nn.Dropout):
+                    module.p = 0.0
+                if isinstance(getattr(module, "attention_dropout", None), float):
+                    module.attention_dropout = 0.0
+            enable = getattr(self.model, "activation_checkpointing_enable", None) or self.model.gradient_checkpointing_enable
+            enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model.eval()  # no dropout: training log-probs must match sampling ones
         self.reference = None
 
@@ -149,9 +156,14 @@ class HFAgent:
         # The body's hidden states only; lm_head and the log-softmax run per chunk of positions,
         # so [rows, T, vocab] float logits never exist at once (Gemma's vocabulary is 262k).
         body = model.get_decoder() if hasattr(model, "get_decoder") else model.base_model
-        with self.autocast("train"):
-            hidden = body(input_ids=batch.sequences[rows], attention_mask=mask, position_ids=positions,
-                          use_cache=False).last_hidden_state[:, batch.prompt_len - 1: -1]
+        checkpointing = self.config.gradient_checkpointing and torch.is_grad_enabled() and not reference
+        model.train(checkpointing)  # (dropout is off; see __init__)
+        try:
+            with self.autocast("train"):
+                hidden = body(input_ids=batch.sequences[rows], attention_mask=mask, position_ids=positions,
+                              use_cache=False).last_hidden_state[:, batch.prompt_len - 1: -1]
+        finally:
+            model.eval()
         target = batch.sequences[rows, batch.prompt_len:]
         width = max(1, self.config.logprob_chunk_tokens // max(1, hidden.shape[0]))
         logps, entropies = [], []

@@ -13,7 +13,9 @@ from corl.types import Vote
 def _solve(text: str) -> int:
     """Re-derive a problem's answer from its sentences alone (independent of the generator's arithmetic)."""
     for who, unit, start, sentences, question in wp.TEMPLATES:
-        pattern = lambda s: re.escape(s.format(who=who, n="\0", x=unit)).replace("\0", r"(\d+)")
+        def pattern(s, who=who, unit=unit):
+            return re.escape(s.format(who=who, n="\0", x=unit)).replace("\0", r"(\d+)")
+
         m = re.match(pattern(start), text, re.IGNORECASE)
         if not m:
             continue
