@@ -288,7 +288,7 @@ class HFSampler:
                 recorder = _LogprobRecorder(temp)
                 out = model.generate(
                     input_ids=ids, attention_mask=am, do_sample=not greedy, temperature=temp if not greedy else None,
-                    top_p=cfg.top_p if not greedy else None, top_k=cfg.top_k,
+                    top_p=cfg.top_p if not greedy else None, top_k=cfg.top_k if not greedy else None,
                     max_new_tokens=cfg.max_new_tokens, pad_token_id=pad, eos_token_id=eos,
                     logits_processor=[recorder], return_dict_in_generate=True, **stop)
                 completion = out.sequences[:, ids.shape[1]:]
