@@ -263,17 +263,12 @@ class HFSampler:
                 pieces.append(_decode(model, ids, am, n, cfg.max_new_tokens, temp, greedy, warpers, eos, pad, stop))
         prompt_ids = enc["input_ids"].repeat_interleave(n, 0)
         prompt_mask = enc["attention_mask"].repeat_interleave(n, 0)
-        width = max(c.shape[1] for c, _ in pieces)
-        completion = torch.cat([torch.nn.functional.pad(c, (0, width - c.shape[1]), value=pad) for c, _ in pieces])
-        logp = torch.cat([torch.nn.functional.pad(lp, (0, width - lp.shape[1])) for _, lp in pieces])
+        width = max(c.shape[1] for c, _, _ in pieces)
+        completion = torch.cat([torch.nn.functional.pad(c, (0, width - c.shape[1]), value=pad) for c, _, _ in pieces])
+        logp = torch.cat([torch.nn.functional.pad(lp, (0, width - lp.shape[1])) for _, lp, _ in pieces])
+        # One up to and including the token that ended the row (EOS, a stop string or the limit).
+        cmask = torch.cat([torch.nn.functional.pad(m, (0, width - m.shape[1])) for _, _, m in pieces]).long()
         is_eos = completion == eos
-        # Up to and including the first EOS; the decode loop pads rows that ended (EOS or a stop string)
-        # with pad_token_id, so a row without EOS ends at its last non-pad token.
-        upto_eos = (is_eos.cumsum(1) - is_eos.long()) == 0
-        kept = (completion != pad) | (is_eos & upto_eos)
-        positions = torch.arange(width, device=completion.device).expand_as(completion)
-        last = torch.where(kept, positions, torch.full_like(positions, -1)).max(1, keepdim=True).values
-        cmask = (upto_eos & (positions <= last)).long()
         logp = logp * cmask
         lengths = cmask.sum(1)
         body = completion.masked_fill(is_eos | (cmask == 0), pad)
@@ -313,10 +308,11 @@ def _decode(model, ids, mask, n: int, max_new_tokens: int, temp: float, greedy: 
     """N samples for each of a batch of left-padded prompts, with a KV cache.
 
     Each prompt is prefilled once and its cache repeated ``n`` times (``generate`` prefills every
-    sample's copy); the loop ends as soon as every row has sampled EOS or a stop string. Returns the
-    completion ids ``[rows, T]`` (pad after EOS) and their sampling-time log-probs from the raw
-    logits at ``temp`` (top-k / top-p shape what is drawn, never the recorded log-prob), one
-    vocabulary row per sequence at a time: no ``[rows, T, vocab]`` logits tensor is ever kept.
+    sample's copy); the loop ends as soon as every row has sampled EOS or a stop string. Returns
+    ``(ids, logps, mask)``, each ``[rows, T]``: the completion ids (pad after a row's end), their
+    sampling-time log-probs from the raw logits at ``temp`` (top-k / top-p shape what is drawn,
+    never the recorded log-prob), and the mask of each row's own tokens, up to and including the
+    EOS or stop-string token that ended it. One step's ``[rows, vocab]`` logits exist at a time.
     """
     import torch
 
@@ -331,7 +327,7 @@ def _decode(model, ids, mask, n: int, max_new_tokens: int, temp: float, greedy: 
     logits = out.logits[:, -1].float().repeat_interleave(n, 0)
     mask, last = mask.repeat_interleave(n, 0), positions[:, -1:].repeat_interleave(n, 0)
     done = torch.zeros(len(mask), dtype=torch.bool, device=mask.device)
-    tokens, logps = [], []
+    tokens, logps, live = [], [], []
     for t in range(max_new_tokens):
         scaled = logits / temp
         if greedy:
@@ -341,6 +337,7 @@ def _decode(model, ids, mask, n: int, max_new_tokens: int, temp: float, greedy: 
             for warp in warpers:
                 shaped = warp(None, shaped)
             token = torch.multinomial(shaped.softmax(-1), 1).squeeze(1)
+        live.append(~done)
         token = token.masked_fill(done, pad)
         tokens.append(token)
         logps.append(scaled.log_softmax(-1).gather(1, token[:, None]).squeeze(1))
@@ -354,7 +351,7 @@ def _decode(model, ids, mask, n: int, max_new_tokens: int, temp: float, greedy: 
         out = model(input_ids=token[:, None], attention_mask=mask, position_ids=last, use_cache=True,
                     **{cache_key: cache})
         cache, logits = getattr(out, cache_key), out.logits[:, -1].float()
-    return torch.stack(tokens, 1), torch.stack(logps, 1)
+    return torch.stack(tokens, 1), torch.stack(logps, 1), torch.stack(live, 1)
 
 
 class _StopAt:
