@@ -63,3 +63,20 @@ def test_bf16_phases_keep_float32_weights_and_close_logprobs(setup):
     logp, _ = agent.token_logprobs(batch, torch.arange(len(batch.sequences)))
     assert logp.dtype == torch.float32 and next(agent.model.parameters()).dtype == torch.float32
     assert (logp - _full(agent, batch, torch.arange(len(batch.sequences)))).abs().max() < 0.1
+
+
+def test_frozen_embeddings_get_no_optimizer_state_and_stay_put(setup):
+    from corl.builtin.policy import GRPOConfig, grpo
+
+    ctx, batch = setup
+    agent = HFAgent(HFAgentConfig(model="zoo:llama-tiny", freeze_embeddings=True), ctx)
+    torch.manual_seed(0)
+    rollout = HFSampler(HFSamplerConfig(max_new_tokens=6)).sample(agent, ctx.task.split("train")[:2], 4)
+    optimizer = grpo(GRPOConfig(lr=1e-2), attrs.evolve(ctx, agent=agent))
+    embed = agent.model.get_input_embeddings().weight
+    assert all(p is not embed for p in optimizer.params)
+    before = {k: p.detach().clone() for k, p in agent.model.named_parameters()}
+    assert optimizer.step(rollout, [[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 1.0, 0.0]])["grad_norm"] > 0
+    after = dict(agent.model.named_parameters())
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and not any("embed" in k for k in changed)
