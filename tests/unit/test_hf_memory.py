@@ -41,8 +41,7 @@ def _grads(agent, logp, batch):
     return {k: p.grad.clone() for k, p in agent.model.named_parameters() if p.grad is not None}
 
 
-@pytest.mark.parametrize("chunk", [1, 7, 10_000])
-@pytest.mark.parametrize("checkpointing", [False, True])
+@pytest.mark.parametrize("chunk, checkpointing", [(7, False), (1, True), (10_000, True)])
 def test_chunked_and_checkpointed_logprobs_match_the_full_computation(setup, chunk, checkpointing):
     ctx, batch = setup
     rows = torch.arange(len(batch.sequences))
@@ -63,3 +62,20 @@ def test_bf16_phases_keep_float32_weights_and_close_logprobs(setup):
     logp, _ = agent.token_logprobs(batch, torch.arange(len(batch.sequences)))
     assert logp.dtype == torch.float32 and next(agent.model.parameters()).dtype == torch.float32
     assert (logp - _full(agent, batch, torch.arange(len(batch.sequences)))).abs().max() < 0.1
+
+
+def test_frozen_embeddings_get_no_optimizer_state_and_stay_put(setup):
+    from corl.builtin.policy import GRPOConfig, grpo
+
+    ctx, batch = setup
+    agent = HFAgent(HFAgentConfig(model="zoo:llama-tiny", freeze_embeddings=True), ctx)
+    torch.manual_seed(0)
+    rollout = HFSampler(HFSamplerConfig(max_new_tokens=6)).sample(agent, ctx.task.split("train")[:2], 4)
+    optimizer = grpo(GRPOConfig(lr=1e-2), attrs.evolve(ctx, agent=agent))
+    embed = agent.model.get_input_embeddings().weight
+    assert all(p is not embed for p in optimizer.params)
+    before = {k: p.detach().clone() for k, p in agent.model.named_parameters()}
+    assert optimizer.step(rollout, [[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 1.0, 0.0]])["grad_norm"] > 0
+    after = dict(agent.model.named_parameters())
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and not any("embed" in k for k in changed)
