@@ -130,8 +130,10 @@ class HFAgent:
                     module.p = 0.0
                 if isinstance(getattr(module, "attention_dropout", None), float):
                     module.attention_dropout = 0.0
-            enable = getattr(self.model, "activation_checkpointing_enable", None) or self.model.gradient_checkpointing_enable
-            enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            if hasattr(self.model, "activation_checkpointing_enable"):  # the name in newer transformers
+                self.model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            else:
+                self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if config.freeze_embeddings:
             for module in (self.model.get_input_embeddings(), self.model.get_output_embeddings()):
                 if module is not None:
