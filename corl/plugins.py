@@ -21,6 +21,7 @@ from corl.errors import ConfigError, PluginError
 BUILTIN_PLUGINS = (
     "corl.builtin.tasks",
     "corl.builtin.data",
+    "corl.builtin.visual",
     "corl.builtin.hf",
     "corl.builtin.voting",
     "corl.builtin.topology",

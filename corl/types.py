@@ -18,11 +18,14 @@ class Prompt:
     """One task prompt. ``label`` is the hidden ground truth (None when the data has none).
 
     The run keeps labels aside for monitoring and evaluation; a label-free router never sees them.
+    ``images`` (PIL images or image file paths) go with the text to a vision-language agent
+    (``corl.vision``); text tasks leave it empty.
     """
 
     id: str
     text: str
     label: Any = None
+    images: tuple[Any, ...] = ()
 
 
 @attrs.frozen
