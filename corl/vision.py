@@ -25,6 +25,9 @@ from corl.errors import CorlError
 from corl.types import Prompt, Rollout
 
 TEXT_KEYS = ("input_ids", "attention_mask", "token_type_ids", "mm_token_type_ids")
+#: Config keys of placeholder tokens the processor expands; sampling never emits them.
+MEDIA_TOKEN_KEYS = ("image_token_id", "image_token_index", "video_token_id", "vision_start_token_id",
+                    "vision_end_token_id", "boi_token_id", "eoi_token_id")
 
 
 def is_vision_model(source: str, trust_remote_code: bool = False) -> bool:
@@ -172,6 +175,10 @@ class VisionAgent:
         self.chat = config.prompt_format == "chat" or (config.prompt_format == "auto" and bool(template))
         # Qwen2-VL-style multimodal RoPE computes its own 3-D positions from the image grid.
         self.explicit_positions = not hasattr(getattr(self.model, "model", self.model), "get_rope_index")
+        # A sampled image placeholder would ask the model for an image it was never given.
+        config_ = self.model.config
+        self.media_tokens = sorted({t for key in MEDIA_TOKEN_KEYS
+                                    if isinstance(t := getattr(config_, key, None), int)})
         self.model.eval()  # no dropout: training log-probs must match sampling ones
         self.reference = None
 
@@ -257,7 +264,7 @@ class VisionSampler:
                     **inputs, do_sample=not greedy, temperature=temp if not greedy else None,
                     top_p=cfg.top_p if not greedy else None, top_k=cfg.top_k or None,
                     max_new_tokens=cfg.max_new_tokens, pad_token_id=pad, eos_token_id=eos,
-                    output_logits=True, return_dict_in_generate=True)
+                    suppress_tokens=agent.media_tokens or None, output_logits=True, return_dict_in_generate=True)
                 completion = out.sequences[:, prompt_ids.shape[1]:].cpu()
                 # Raw logits, not processed scores: top-p / min-length masks must not leak in.
                 logits = torch.stack(out.logits, 1).float().cpu() / temp

@@ -22,13 +22,13 @@ TINY = [
     "task.eval_size=32", "eval.size=16", "eval.k=4", "voting.n_votes=4", "voting.n_train=4",
 ]
 
-#: TINY's task.* keys are the arithmetic task's; other task types shrink their data their own way.
+#: TINY's task.* keys are the arithmetic (and shapes) task's; other task types shrink their data their own way.
 TINY_TASK = {"jsonl": ["task.limit=256"]}
 
 
 def tiny_for(recipe) -> list[str]:
     """TINY, adapted to the task type of a recipe file."""
     task = tomllib.loads(Path(recipe).read_text()).get("task", {}).get("type", "arithmetic")
-    if task == "arithmetic":
+    if task in ("arithmetic", "shapes"):
         return TINY
     return [x for x in TINY if not x.startswith("task.")] + TINY_TASK[task]

@@ -178,7 +178,7 @@ def test_recipes_validate_the_task_table(registry):
         "<recipe>: task.limit: invalid value -1: must be >= 0",
         "<recipe>: task.template: invalid value 'Q: {question}': must be a format string whose only field is "
         "{prompt} (write {{ for a brace)",
-        "<recipe>: task.trian: unknown key; valid keys here: answer_field, answers, eval, limit, on_bad_row, "
+        "<recipe>: task.trian: unknown key; valid keys here: answer_field, answers, eval, image_field, limit, on_bad_row, "
         "prompt_field, seed, template, train",
     ]
     with pytest.raises(ConfigError, match=r"task\.train: missing required key"):
