@@ -18,7 +18,7 @@ def test_labels_match_what_is_drawn():
     for prompt in ShapesTask(config).split("train"):
         colour = prompt.text.removeprefix("count ")
         (image,) = prompt.images
-        assert image.size == (32, 32)
+        assert image.size == (config.grid * config.cell,) * 2
         assert count_in_pixels(image, colour, config.grid, config.cell) == prompt.label
 
 
