@@ -67,8 +67,11 @@ def check_source(value: str) -> None:
     from corl import zoo
 
     if value.startswith("zoo:"):
-        if value[4:] not in zoo.FAMILIES:
-            raise ValueError(f"unknown zoo model; available {', '.join('zoo:' + n for n in zoo.FAMILIES)}")
+        from corl import vision_zoo
+
+        names = [*zoo.FAMILIES, *vision_zoo.FAMILIES]
+        if value[4:] not in names:
+            raise ValueError(f"unknown zoo model; available {', '.join('zoo:' + n for n in names)}")
         return
     if value.startswith("pypi:"):
         entry = PACKAGED.get(value[5:])

@@ -23,6 +23,7 @@ BUILTIN_PLUGINS = (
     "corl.builtin.word_problems",
     "corl.builtin.data",
     "corl.builtin.code_tasks",
+    "corl.builtin.visual",
     "corl.builtin.hf",
     "corl.builtin.voting",
     "corl.builtin.topology",

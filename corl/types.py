@@ -21,6 +21,8 @@ class Prompt:
     ``test_inputs``: inputs a code task runs each program on (its label is then the expected
     outputs on them); ``solution``: a reference completion, the warm-start target where the label
     is not the text to write (a program, not its outputs).
+    ``images`` (PIL images or image file paths) go with the text to a vision-language agent
+    (``corl.vision``); text tasks leave it empty.
     """
 
     id: str
@@ -28,6 +30,7 @@ class Prompt:
     label: Any = None
     test_inputs: tuple[Any, ...] = ()
     solution: str | None = None
+    images: tuple[Any, ...] = ()
 
 
 @attrs.frozen

@@ -26,7 +26,7 @@ TINY = [
     "task.eval_size=32", "eval.size=16", "eval.k=4", "voting.n_votes=4", "voting.n_train=4",
 ]
 
-#: TINY's task.* keys are the arithmetic task's; other task types shrink their data their own way.
+#: TINY's task.* keys are the arithmetic (and shapes) task's; other task types shrink their data their own way.
 TINY_TASK = {"jsonl": ["task.limit=256"],
              "expressions": ["task.seed_size=128", "task.train_size=16", "task.eval_size=16"]}
 
@@ -54,6 +54,6 @@ def tiny_for(recipe) -> list[str]:
     if any(a.get("model", "").startswith("pypi:") for a in data.get("agents", [])):
         return TINY_REAL + [f"agents[{i}].sampler.max_new_tokens=12" for i in range(len(data["agents"]))]
     task = data.get("task", {}).get("type", "arithmetic")
-    if task == "arithmetic":
+    if task in ("arithmetic", "shapes"):
         return TINY
     return [x for x in TINY if not x.startswith("task.")] + TINY_TASK[task]

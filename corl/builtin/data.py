@@ -37,6 +37,9 @@ class DataConfig:
     prompt_field: str = attrs.field(default="question", metadata={"help": "the field holding the prompt"})
     answer_field: str = attrs.field(default="answer", metadata={
         "help": "the field holding the reference answer (e.g. a worked solution ending in '#### 42' or \\boxed{})"})
+    image_field: str | None = attrs.field(default=None, metadata={
+        "help": "the field naming the row's image file (or a list of them), relative to the data file; "
+                "for vision-language agents"})
     template: str = attrs.field(default="{prompt}", validator=_template, metadata={
         "help": "prompt text shown to the model: a Python format string with {prompt}"})
     answers: Literal["math", "integer"] = attrs.field(default="math", metadata={
@@ -77,6 +80,7 @@ class DataTask:
         if not on_disk.exists():
             raise CorlError(f"task.{split}: no such file: {_show(on_disk)}")
         prompts, skipped, first = [], 0, ""
+        self._folder = on_disk.parent if on_disk.is_file() else on_disk  # images are relative to the data
         for line, row in _rows(split, path):
             try:
                 prompts.append(self._prompt(split, line, row))
@@ -113,7 +117,36 @@ class DataTask:
                 raise _BadRow(f"missing field {c.answer_field!r}; {split} rows need answers "
                               f"(fields: {', '.join(map(str, row))})")
             raise _BadRow(f"no {c.answers} answer found in field {c.answer_field!r}: {_short(answer)}")
-        return Prompt(id=f"{split}-{line}", text=c.template.format(prompt=text), label=label)
+        images = _images(row, c.image_field, self._folder) if c.image_field else ()
+        return Prompt(id=f"{split}-{line}", text=c.template.format(prompt=text), label=label, images=images)
+
+
+def _images(row: dict, field: str, folder: Path) -> tuple[Any, ...]:
+    """The row's images: file paths, each checked to open as an image (a bad one is this row's error),
+    or images a saved `datasets` dataset decoded already."""
+    if field not in row:
+        raise _BadRow(f"missing image field {field!r} (fields: {', '.join(map(str, row))})")
+    names = row[field] if isinstance(row[field], list) else [row[field]]
+    paths = []
+    for name in names:
+        if hasattr(name, "getpixel"):  # a PIL image (a `datasets` Image column)
+            paths.append(name)
+            continue
+        if not isinstance(name, str) or not name.strip():
+            raise _BadRow(f"field {field!r} must name an image file (or a list of them), not {_short(name)}")
+        path = folder / Path(name).expanduser()
+        paths.append(str(path))
+        try:
+            from PIL import Image, UnidentifiedImageError
+
+            with Image.open(path) as image:
+                image.verify()
+        except FileNotFoundError:
+            raise _BadRow(f"image {name!r} (field {field!r}): no such file {_show(path)}") from None
+        except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+            reason = "not an image" if isinstance(exc, UnidentifiedImageError) else f"unreadable image ({exc})"
+            raise _BadRow(f"image {name!r} (field {field!r}): {reason}: {_show(path)}") from None
+    return tuple(paths)
 
 
 def _rows(split: str, path: Path) -> Iterator[tuple[int, Any]]:

@@ -397,10 +397,29 @@ def _check_length(agent: HFAgent, task, max_new_tokens: int) -> None:
                         "sampler.max_new_tokens or shorten the prompts")
 
 
+def make_agent(config: HFAgentConfig, ctx):
+    """An :class:`HFAgent`, or a ``corl.vision.VisionAgent`` when the model is vision-language."""
+    from corl import vision
+
+    if vision.is_vision_model(config.model, config.trust_remote_code):
+        return vision.VisionAgent(config, ctx)
+    return HFAgent(config, ctx)
+
+
+def make_sampler(config: HFSamplerConfig, ctx=None):
+    """An :class:`HFSampler`, or a ``corl.vision.VisionSampler`` for a vision-language agent."""
+    from corl import vision
+
+    if ctx is not None and isinstance(ctx.agent, vision.VisionAgent):
+        return vision.VisionSampler(config, ctx)
+    return HFSampler(config, ctx)
+
+
 @hookimpl
 def corl_register_components(registry):
-    registry.add("agent", "hf", HFAgent, HFAgentConfig, help="transformers causal LM")
-    registry.add("sampler", "hf", HFSampler, HFSamplerConfig, help="batched KV-cached decoding, one prefill per prompt")
+    registry.add("agent", "hf", make_agent, HFAgentConfig,
+                 help="transformers causal LM, or image-text-to-text model (see corl.vision)")
+    registry.add("sampler", "hf", make_sampler, HFSamplerConfig, help="batched KV-cached decoding, one prefill per prompt")
 
 
 def pack_samples(agent: HFAgent, prompts: Sequence[Prompt], prompt_ids: Sequence[Sequence[int]],

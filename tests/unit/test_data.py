@@ -178,7 +178,7 @@ def test_recipes_validate_the_task_table(registry):
         "<recipe>: task.limit: invalid value -1: must be >= 0",
         "<recipe>: task.template: invalid value 'Q: {question}': must be a format string whose only field is "
         "{prompt} (write {{ for a brace)",
-        "<recipe>: task.trian: unknown key; valid keys here: answer_field, answers, eval, limit, on_bad_row, "
+        "<recipe>: task.trian: unknown key; valid keys here: answer_field, answers, eval, image_field, limit, on_bad_row, "
         "prompt_field, seed, template, train",
     ]
     with pytest.raises(ConfigError, match=r"task\.train: missing required key"):
@@ -220,3 +220,33 @@ def test_saved_datasets_dataset_is_read_from_local_disk(tmp_path):
         DataTask(DataConfig(train=str(tmp_path / "dict")))
     with pytest.raises(CorlError, match="not a dataset saved with save_to_disk"):
         DataTask(DataConfig(train=str(tmp_path)))
+
+
+def test_image_field_names_image_files_relative_to_the_data(tmp_path):
+    from PIL import Image
+
+    (tmp_path / "img").mkdir()
+    Image.new("RGB", (8, 8), (255, 0, 0)).save(tmp_path / "img" / "a.png")
+    write_jsonl(tmp_path / "train.jsonl", [{"question": "count red", "image": "img/a.png"},
+                                            {"question": "both", "image": ["img/a.png", "img/a.png"]}])
+    task = DataTask(DataConfig(train="train.jsonl", image_field="image"), ctx_for(tmp_path / "r.toml"))
+    first, second = task.split("train")
+    assert first.images == (str(tmp_path / "img" / "a.png"),) and len(second.images) == 2
+    assert DataTask(DataConfig(train="train.jsonl"), ctx_for(tmp_path / "r.toml")).split("train")[0].images == ()
+
+
+@pytest.mark.parametrize("row, message", [
+    ({"question": "q", "image": "nope.png"}, r"train\.jsonl:2: image 'nope\.png' \(field 'image'\): no such file .*nope\.png$"),
+    ({"question": "q", "image": "text.png"}, r"train\.jsonl:2: image 'text\.png' \(field 'image'\): not an image: .*text\.png$"),
+    ({"question": "q"}, r"train\.jsonl:2: missing image field 'image' \(fields: question\)$"),
+    ({"question": "q", "image": 3}, r"train\.jsonl:2: field 'image' must name an image file"),
+])
+def test_an_unreadable_image_is_an_error_naming_file_line_and_image(tmp_path, row, message):
+    from PIL import Image
+
+    Image.new("RGB", (8, 8)).save(tmp_path / "ok.png")
+    (tmp_path / "text.png").write_text("not pixels")
+    write_jsonl(tmp_path / "train.jsonl", [{"question": "fine", "image": "ok.png"}, row])
+    with pytest.raises(CorlError, match=message) as info:
+        DataTask(DataConfig(train="train.jsonl", image_field="image"), ctx_for(tmp_path / "r.toml"))
+    assert "\n" not in str(info.value)

@@ -1,0 +1,107 @@
+"""Vision-language agents: the processor path behind the hf agent and sampler, on both tiny designs."""
+
+import json
+
+import attrs
+import pytest
+import torch
+from PIL import Image
+
+from corl import vision, vision_zoo
+from corl.builtin.hf import HFAgentConfig, HFSamplerConfig, make_agent, make_sampler
+from corl.builtin.policy import GRPOConfig, grpo
+from corl.builtin.visual import ShapesConfig, ShapesTask
+from corl.errors import CorlError
+from corl.types import Context, Prompt
+from corl.zoo import ZooConfig
+
+
+@attrs.frozen
+class _Spec:
+    zoo: ZooConfig = attrs.field(factory=lambda: ZooConfig(steps=3, batch_size=8))
+
+
+@pytest.fixture(scope="module")
+def task():
+    return ShapesTask(ShapesConfig(seed_size=32, train_size=16, eval_size=4))
+
+
+def agent_for(name, task, **kw):
+    ctx = Context(spec=_Spec(), seed=0, task=task, agent_name=name, log=lambda m: None)
+    return make_agent(HFAgentConfig(model=f"zoo:{name}", **kw), ctx), ctx
+
+
+@pytest.mark.parametrize("name", sorted(vision_zoo.FAMILIES))
+def test_sampling_logprobs_match_the_training_forward(name, task, cache_dir):
+    agent, ctx = agent_for(name, task)
+    assert isinstance(agent, vision.VisionAgent)
+    sampler = make_sampler(HFSamplerConfig(temperature=0.7, top_p=0.9, max_new_tokens=4), attrs.evolve(ctx, agent=agent))
+    assert isinstance(sampler, vision.VisionSampler)
+    prompts = task.split("train")[:6]
+    assert len({len(p.text) for p in prompts}) > 1  # "count red" / "count green": left padding is exercised
+    rollout = sampler.sample(agent, prompts, 3)
+    batch = rollout.batch
+    assert len(rollout.texts) == 6 and all(len(t) == 3 for t in rollout.texts)
+    assert len(batch.images) == 18 and "pixel_values" in batch.images[0]
+    with torch.no_grad():
+        logp, entropy = agent.token_logprobs(batch, torch.tensor([17, 0, 5, 9]))
+    rows = [17, 0, 5, 9]
+    diff = ((logp - batch.old_logprobs[rows]).abs() * batch.completion_mask[rows]).max()
+    assert float(diff) < 1e-4
+    assert (entropy >= 0).all()
+
+
+@pytest.mark.parametrize("name", sorted(vision_zoo.FAMILIES))
+def test_the_image_reaches_the_model(name, task, cache_dir):
+    agent, _ = agent_for(name, task)
+    text = task.split("train")[0].text
+    black, white = Image.new("RGB", (32, 32)), Image.new("RGB", (32, 32), (255, 255, 255))
+    ids, mask, images = agent.encode([Prompt("a", text, images=(black,)), Prompt("b", text, images=(white,))])
+    assert torch.equal(ids[0], ids[1])  # same text, so only the pixels differ
+    with torch.no_grad():
+        logits = agent.model(**agent.forward_inputs(ids, mask, images)).logits[:, -1]
+    assert not torch.allclose(logits[0], logits[1])
+
+
+def test_a_grpo_step_trains_through_the_image_inputs(task, cache_dir):
+    agent, ctx = agent_for("idefics3-tiny", task)
+    sampler = make_sampler(HFSamplerConfig(max_new_tokens=3), attrs.evolve(ctx, agent=agent))
+    rollout = sampler.sample(agent, task.split("train")[:4], 4)
+    before = [p.detach().clone() for p in agent.model.model.vision_model.parameters()]
+    optimizer = grpo(GRPOConfig(lr=1e-2, scale_rewards=False), attrs.evolve(ctx, agent=agent))
+    metrics = optimizer.step(rollout, [[1.0, 0.0, 0.0, 1.0]] * 4)
+    assert metrics["nonfinite"] == 0 and metrics["grad_norm"] > 0
+    after = list(agent.model.model.vision_model.parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(before, after))  # the vision tower learned too
+
+
+def test_zoo_processor_round_trips_through_save_pretrained(tmp_path, task, cache_dir):
+    agent, _ = agent_for("llava-tiny", task)
+    agent.save(str(tmp_path))
+    assert vision.is_vision_model(str(tmp_path))
+    config = HFAgentConfig(model=str(tmp_path))
+    again = make_agent(config, Context(spec=_Spec(), seed=0, task=task, agent_name="x"))
+    prompts = task.split("eval")[:2]
+    a, b = agent.encode(prompts), again.encode(prompts)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[2][0]["pixel_values"], b[2][0]["pixel_values"])
+
+
+def test_text_models_stay_on_the_text_path(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    assert not vision.is_vision_model(str(tmp_path))
+    assert not vision.is_vision_model("zoo:llama-tiny") and vision.is_vision_model("zoo:llava-tiny")
+
+
+def test_collate_concatenates_rows_and_zero_pads_tiles():
+    rows = [{"pixel_values": torch.ones(1, 1, 3, 4, 4)}, {"pixel_values": torch.ones(1, 2, 3, 4, 4)}, {}]
+    out = vision.collate(rows)
+    assert out["pixel_values"].shape == (2, 2, 3, 4, 4)
+    assert out["pixel_values"][0, 1].abs().sum() == 0 and out["pixel_values"][1].min() == 1
+
+
+def test_unreadable_images_are_one_line_errors(tmp_path):
+    with pytest.raises(CorlError, match=r"^image .*missing\.png: no such file$"):
+        vision.load_image(tmp_path / "missing.png")
+    (tmp_path / "note.png").write_text("not pixels")
+    with pytest.raises(CorlError, match=r"^image .*note\.png: not a readable image"):
+        vision.load_image(tmp_path / "note.png")
