@@ -20,6 +20,7 @@ from corl.errors import ConfigError, PluginError
 #: Built-in plugin modules, registered exactly like third-party plugins.
 BUILTIN_PLUGINS = (
     "corl.builtin.tasks",
+    "corl.builtin.word_problems",
     "corl.builtin.data",
     "corl.builtin.code_tasks",
     "corl.builtin.hf",

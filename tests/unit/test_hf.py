@@ -207,3 +207,24 @@ def test_zoo_seed_gives_a_second_warm_start_of_the_same_family(task, cache_dir):
     wa, wb, wc = (dict(m.model.named_parameters()) for m in (a, b, again))
     assert any(not torch.equal(wa[k], wb[k]) for k in wa)
     assert all(torch.equal(wb[k], wc[k]) for k in wb)  # same seed, same cached model
+
+
+@pytest.mark.parametrize("name", sorted(zoo.FAMILIES))
+def test_decode_loop_matches_transformers_generate(name, task, cache_dir):
+    """The shared-prefill decode loop draws what generate() would: greedy tokens agree exactly, and
+    top_k=1 sampling with a repeated prompt cache is greedy for every one of the N copies."""
+    agent = make_agent(name, task)
+    prompts = task.split("train")[:6]
+    ours = HFSampler(HFSamplerConfig(max_new_tokens=6)).sample(agent, prompts, 1, greedy=True)
+    enc = agent.encode([p.text for p in prompts])
+    tok = agent.tokenizer
+    with torch.no_grad():
+        ref = agent.model.generate(**enc, do_sample=False, max_new_tokens=6, pad_token_id=tok.pad_token_id,
+                                   eos_token_id=tok.eos_token_id)
+    ref = ref[:, enc["input_ids"].shape[1]:]
+    b = ours.batch
+    for row in range(len(prompts)):
+        n = int(b.completion_mask[row].sum())
+        assert b.sequences[row, b.prompt_len:b.prompt_len + n].tolist() == ref[row, :n].tolist()
+    top1 = HFSampler(HFSamplerConfig(top_k=1, max_new_tokens=6, batch_size=8)).sample(agent, prompts, 4)
+    assert top1.texts == tuple((t[0],) * 4 for t in ours.texts)  # batch_size 8: two prompts per decode call

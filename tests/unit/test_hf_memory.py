@@ -1,0 +1,65 @@
+"""The hf agent's memory paths: chunked log-probs, gradient checkpointing and per-phase autocast
+give the same log-probs and gradients as the plain full-logits computation."""
+
+import attrs
+import pytest
+import torch
+
+from corl import zoo
+from corl.builtin.hf import HFAgent, HFAgentConfig, HFSampler, HFSamplerConfig
+from corl.builtin.tasks import ArithmeticConfig, ArithmeticTask
+from corl.types import Context
+
+
+@attrs.frozen
+class _Spec:
+    zoo: "zoo.ZooConfig" = attrs.field(factory=lambda: zoo.ZooConfig(steps=5))
+
+
+@pytest.fixture(scope="module")
+def setup(cache_dir):
+    task = ArithmeticTask(ArithmeticConfig(seed_size=64, train_size=16, eval_size=0))
+    ctx = Context(spec=_Spec(), seed=0, task=task, agent_name="a", log=lambda m: None)
+    agent = HFAgent(HFAgentConfig(model="zoo:llama-tiny"), ctx)
+    torch.manual_seed(0)
+    rollout = HFSampler(HFSamplerConfig(max_new_tokens=6)).sample(agent, task.split("train")[:6], 2)
+    return ctx, rollout.batch
+
+
+def _full(agent, batch, rows):
+    """The reference: whole-vocabulary logits for the whole batch at once."""
+    mask = batch.attention_mask[rows]
+    logits = agent.model(input_ids=batch.sequences[rows], attention_mask=mask,
+                         position_ids=(mask.cumsum(-1) - 1).clamp(min=0)).logits
+    logp = (logits[:, batch.prompt_len - 1: -1].float() / batch.temperature).log_softmax(-1)
+    return logp.gather(-1, batch.sequences[rows, batch.prompt_len:].unsqueeze(-1)).squeeze(-1)
+
+
+def _grads(agent, logp, batch):
+    agent.model.zero_grad(set_to_none=True)
+    (logp * batch.completion_mask).sum().backward()
+    return {k: p.grad.clone() for k, p in agent.model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 10_000])
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_chunked_and_checkpointed_logprobs_match_the_full_computation(setup, chunk, checkpointing):
+    ctx, batch = setup
+    rows = torch.arange(len(batch.sequences))
+    agent = HFAgent(HFAgentConfig(model="zoo:llama-tiny", logprob_chunk_tokens=chunk,
+                                  gradient_checkpointing=checkpointing), ctx)
+    reference = _full(agent, batch, rows)
+    want = _grads(agent, reference, batch)
+    logp, _ = agent.token_logprobs(batch, rows)
+    assert torch.allclose(logp, reference, atol=1e-5)
+    got = _grads(agent, logp, batch)
+    assert want.keys() == got.keys() and all(torch.allclose(want[k], got[k], atol=1e-5) for k in want)
+    assert not agent.model.training  # back in eval mode after a checkpointed forward
+
+
+def test_bf16_phases_keep_float32_weights_and_close_logprobs(setup):
+    ctx, batch = setup
+    agent = HFAgent(HFAgentConfig(model="zoo:llama-tiny", sample_dtype="bfloat16", train_dtype="bfloat16"), ctx)
+    logp, _ = agent.token_logprobs(batch, torch.arange(len(batch.sequences)))
+    assert logp.dtype == torch.float32 and next(agent.model.parameters()).dtype == torch.float32
+    assert (logp - _full(agent, batch, torch.arange(len(batch.sequences)))).abs().max() < 0.1
