@@ -138,9 +138,15 @@ _TEMPLATES: tuple[tuple[str, str, str, tuple, tuple], ...] = (
 )
 
 
+def _known_templates(instance, attribute, value) -> None:
+    unknown = sorted(set(value) - {t[0] for t in _TEMPLATES})
+    if unknown:
+        raise ValueError(f"unknown templates {unknown}; available: {', '.join(t[0] for t in _TEMPLATES)}")
+
+
 @attrs.frozen
 class PythonFunctionsConfig:
-    templates: tuple[str, ...] = attrs.field(default=tuple(t[0] for t in _TEMPLATES), metadata={
+    templates: tuple[str, ...] = attrs.field(default=tuple(t[0] for t in _TEMPLATES), validator=_known_templates, metadata={
         "help": f"which templates to draw from: {', '.join(t[0] for t in _TEMPLATES)}"})
     seed_size: int = attrs.field(default=0, validator=attrs.validators.ge(0),
                                  metadata={"help": "labeled problems with a reference solution"})
@@ -151,11 +157,6 @@ class PythonFunctionsConfig:
     seed: int = attrs.field(default=1234, metadata={"help": "which problems fall in which split"})
     wall_seconds: float = _sandbox_fields()["wall_seconds"]
     memory_mb: int = _sandbox_fields()["memory_mb"]
-
-    def __attrs_post_init__(self):
-        unknown = sorted(set(self.templates) - {t[0] for t in _TEMPLATES})
-        if unknown:
-            raise ValueError(f"unknown templates {unknown}; available: {', '.join(t[0] for t in _TEMPLATES)}")
 
 
 def reference_outputs(source: str, inputs: tuple) -> tuple[str, ...]:
