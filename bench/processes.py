@@ -1,6 +1,6 @@
 """The three-agent ring in one process against one process per agent, on this machine (prints a table).
 
-  python bench/multiprocess.py [--steps 10]
+  python bench/processes.py [--steps 10]
 
 Variants of `corl run recipes/three_agent_ring.toml` (eval off, no checkpoints), each timed from
 its own metrics.jsonl (median step seconds after 2 warm-up steps, so start-up and zoo loading are
@@ -41,7 +41,7 @@ def timed(nproc: int, threads: int, steps: int, out: str, extra: list[str] = ())
     done = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if done.returncode != 0:
-        raise SystemExit(f"bench/multiprocess.py: {' '.join(cmd)} failed:\n{done.stderr[-3000:]}")
+        raise SystemExit(f"bench/processes.py: {' '.join(cmd)} failed:\n{done.stderr[-3000:]}")
     rows = [json.loads(line) for line in Path(out, "metrics.jsonl").read_text().splitlines()]
     seconds = [r["seconds"] for r in rows if r.get("kind") == "train"]
     return statistics.median(seconds[2:]), wall
