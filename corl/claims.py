@@ -206,6 +206,7 @@ def render(results: Mapping[str, Any], claims: Mapping[str, Any] | None = None) 
                 se = 100 * statistics.fmean(row["seeds"]["se_after"])
                 maj = f"maj@{k}"
                 stops = [s for s in rec.get("stopped_at", []) if s is not None]
+                n_seeds = len(rec.get("seeds", seeds))
                 lines.append(" | ".join([
                     f"| {name if i == 0 else ''}", agent + (" (frozen)" if row.get("frozen") else ""),
                     _pm(row["pass@1/before"]), _pm(row["pass@1/after"]), _pm(row["pass@1/best"]), f"{se:.1f}",
@@ -215,8 +216,10 @@ def render(results: Mapping[str, Any], claims: Mapping[str, Any] | None = None) 
                     f"{row['reward_accuracy']['mean']:.2f}" if "reward_accuracy" in row else "-",
                     _trend(row, "reward_std_trend"), _trend(row, "completion_length_trend"),
                     f"{rec['error_correlation']:.2f}" if i == 0 and rec.get("error_correlation") is not None else "",
-                    (f"{len(stops)}/{len(seeds)} @{','.join(map(str, stops))}" if stops else "-") if i == 0 else "",
+                    (f"{len(stops)}/{n_seeds} @{','.join(map(str, stops))}" if stops else "-") if i == 0 else "",
                     f"{rec['seconds']['mean'] / 60:.1f}" if i == 0 else ""]) + " |")
+                if i == 0 and len(rec.get("seeds", seeds)) < len(seeds):
+                    lines[-1] = lines[-1].replace(f"| {name} |", f"| {name} (seeds {','.join(map(str, rec['seeds']))}) |", 1)
         mine = [v for v in verdicts if v.get("regime") == key]
         if mine:
             lines += ["", "| claim | test | compared | figures (points; margin = 2 x max(seed sd, se)) | verdict |",

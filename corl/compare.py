@@ -86,9 +86,11 @@ def compare(recipes: Sequence[str], seeds: Sequence[int], out: Path, overrides: 
     from corl import claims as claims_mod
 
     claimed = claims_mod.load_claims(claims, names) if claims else None
-    for (name, seed), (spec, pm, run_dir) in specs.items():
-        if not run:
-            break
+    # Seed-major: every recipe's first seed before any recipe's second, so a comparison cut
+    # short (or tabulated early with --tabulate) has every recipe at the fewest seeds possible.
+    order = sorted(specs, key=lambda ns: list(seeds).index(ns[1]))
+    for name, seed in order if run else ():
+        spec, pm, run_dir = specs[name, seed]
         if (run_dir / "summary.json").exists():
             log(f"{name} seed {seed}: done before, reusing {run_dir}")
             continue
@@ -97,12 +99,14 @@ def compare(recipes: Sequence[str], seeds: Sequence[int], out: Path, overrides: 
 
     results: dict[str, Any] = {"seeds": list(seeds), "overrides": list(overrides), "recipes": {}, "not_run": []}
     for name in dict.fromkeys(n for n, _ in specs):
-        missing = [seed for seed in seeds if not (specs[name, seed][2] / "summary.json").exists()]
-        if missing:  # only when tabulating without running
+        done = [seed for seed in seeds if (specs[name, seed][2] / "summary.json").exists()]
+        if not done:  # only when tabulating without running
             results["not_run"].append(name)
-            log(f"{name}: seeds {missing} not finished; left out of the table")
+            log(f"{name}: no seed finished; left out of the table")
             continue
-        runs = [_run_stats(specs[name, seed][2]) for seed in seeds]
+        if len(done) < len(seeds):
+            log(f"{name}: tabulating seeds {done} only; {sorted(set(seeds) - set(done))} not finished")
+        runs = [_run_stats(specs[name, seed][2]) for seed in done]
         results["eval_k"] = runs[0]["eval_k"]
         agents: dict[str, Any] = {}
         for agent in runs[0]["agents"]:
@@ -130,7 +134,7 @@ def compare(recipes: Sequence[str], seeds: Sequence[int], out: Path, overrides: 
             "agents": agents, "seconds": _stats([r["seconds"] for r in runs]),
             "error_correlation": statistics.fmean(correlations) if correlations else None,
             "warnings": sorted({w.split(": ", 2)[-1] for r in runs for w in r["warnings"]}),
-            "stopped_at": [r["stopped_at"] for r in runs],
+            "stopped_at": [r["stopped_at"] for r in runs], "seeds": done,
         }
     if claimed:
         results["regimes"] = claimed["regimes"]
