@@ -64,7 +64,7 @@ def recipe(name, regime, about, agents, topology, voting=None, run=None, extra=(
     lines += table("voting", voting) + table("topology", topology) + table("eval", EVAL)
     for header, body in extra:
         lines += table(header, body)
-    (OUT / f"{name}.toml").write_text("\n".join(lines))
+    (TARGET / f"{name}.toml").write_text("\n".join(lines))
 
 
 def three(regime, **kw):
@@ -75,9 +75,14 @@ def pair(regime, **kw):
     return [agent(n, regime, **kw) for n in ("llama", "qwen2")]
 
 
-def main():
-    OUT.mkdir(parents=True, exist_ok=True)
-    for old in OUT.glob("*.toml"):
+TARGET = OUT
+
+
+def main(out: Path = OUT) -> None:
+    global TARGET
+    TARGET = out
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.toml"):
         if old.name != "claims.toml":
             old.unlink()
     s = "strong"
