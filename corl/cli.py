@@ -194,13 +194,20 @@ def cmd_compare(args) -> int:
         raise CorlError(f"--seeds {args.seeds!r}: expected comma-separated integers, e.g. 0,1,2") from None
     if not seeds:
         raise CorlError("--seeds: give at least one seed")
-    recipes = []
+    from corl.claims import is_claims_file
+
+    recipes, claims = [], [r for r in args.recipes if is_claims_file(r)]
+    if len(claims) > 1:
+        raise CorlError(f"two claims files given ({claims[0]}, {claims[1]}); a comparison reads one")
     for r in args.recipes:
+        if r in claims:  # [regimes] / [[claims]] only: the claims this set of recipes tests
+            continue
         recipe, _, _ = _resolve_recipe(r, [])
         if not isinstance(recipe, str):
             raise CorlError(f"{r}: corl compare takes recipe files or shipped recipe names, not run dirs")
         recipes.append(recipe)
-    compare(recipes, seeds, Path(args.out), args.set, log=lambda msg: print(msg, file=sys.stderr))
+    compare(recipes, seeds, Path(args.out), args.set, log=lambda msg: print(msg, file=sys.stderr),
+            claims=claims[0] if claims else None, run=not args.tabulate)
     print(Path(args.out) / "results.md")
     return 0
 
@@ -282,6 +289,8 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--seeds", default="0", help="comma-separated training seeds (default 0)")
     sp.add_argument("--out", default="runs/compare", help="output folder (finished runs in it are reused)")
     sp.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override in every recipe")
+    sp.add_argument("--tabulate", action="store_true",
+                    help="run nothing: tabulate the finished runs in --out (unfinished recipes are left out)")
     sp.set_defaults(fn=cmd_compare)
     sp = sub.add_parser("report", help="render a run's curves and cohort heatmaps (PNG + HTML/Markdown)")
     sp.add_argument("run_dir")

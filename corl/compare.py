@@ -30,12 +30,15 @@ def _run_stats(run_dir: Path) -> dict[str, Any]:
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     train = [r for r in records if r["kind"] == "train"]
     evals = [r for r in records if r["kind"] == "eval" and r.get("cohort")]
+    recipe = json.loads((run_dir / "recipe.json").read_text())
+    frozen = {a["name"] for a in recipe["agents"] if a.get("frozen")}
     out: dict[str, Any] = {"seconds": summary["seconds"], "eval_k": summary["eval_k"], "agents": {},
-                           "warnings": summary.get("warnings", [])}
+                           "warnings": summary.get("warnings", []), "stopped_at": summary.get("stopped_at")}
     for name, s in summary["agents"].items():
         series = {key: [r["agents"][name][key] for r in train if key in r["agents"][name]]
                   for key in ("label_accuracy", "reward_accuracy", "reward_std", "completion_length")}
-        agent = {"before": s["before"], "after": s["after"], "best": s["best"], "best_step": s["best_step"]}
+        agent = {"before": s["before"], "after": s["after"], "best": s["best"], "best_step": s["best_step"],
+                 "frozen": name in frozen}
         for key in ("label_accuracy", "reward_accuracy"):
             if series[key]:
                 agent[key] = statistics.fmean(series[key])
@@ -53,7 +56,10 @@ def _run_stats(run_dir: Path) -> dict[str, Any]:
 
 
 def compare(recipes: Sequence[str], seeds: Sequence[int], out: Path, overrides: Sequence[str] = (),
-            log: Callable[[str], None] = print) -> dict[str, Any]:
+            log: Callable[[str], None] = print, claims: str | Path | None = None,
+            run: bool = True) -> dict[str, Any]:
+    """Run (or with ``run=False`` only tabulate) every recipe x seed; ``claims`` is a claims file
+    (:mod:`corl.claims`) whose verdicts go into the results and the report."""
     from corl.errors import CorlError
     from corl.plugins import build_registry, make_plugin_manager
     from corl.recipe import differences, load_recipe, to_dict
@@ -77,16 +83,31 @@ def compare(recipes: Sequence[str], seeds: Sequence[int], out: Path, overrides: 
                     raise CorlError(f"{run_dir} holds a run of a different recipe ({changed[0]}); "
                                     "use another --out or delete it")
             specs[name, seed] = (spec, pm, run_dir)
-    for (name, seed), (spec, pm, run_dir) in specs.items():
+    from corl import claims as claims_mod
+
+    claimed = claims_mod.load_claims(claims, names) if claims else None
+    # Seed-major: every recipe's first seed before any recipe's second, so a comparison cut
+    # short (or tabulated early with --tabulate) has every recipe at the fewest seeds possible.
+    order = sorted(specs, key=lambda ns: list(seeds).index(ns[1]))
+    for name, seed in order if run else ():
+        spec, pm, run_dir = specs[name, seed]
         if (run_dir / "summary.json").exists():
             log(f"{name} seed {seed}: done before, reusing {run_dir}")
             continue
         log(f"{name} seed {seed}: running -> {run_dir}")
         Run(spec, pm=pm, log=log, resume=True).execute()  # an interrupted run continues from its checkpoint
 
-    results: dict[str, Any] = {"seeds": list(seeds), "overrides": list(overrides), "recipes": {}}
+    results: dict[str, Any] = {"seeds": list(seeds), "overrides": list(overrides), "recipes": {}, "not_run": []}
     for name in dict.fromkeys(n for n, _ in specs):
-        runs = [_run_stats(specs[name, seed][2]) for seed in seeds]
+        done = [seed for seed in seeds if (specs[name, seed][2] / "summary.json").exists()]
+        if not done:  # only when tabulating without running
+            results["not_run"].append(name)
+            log(f"{name}: no seed finished; left out of the table")
+            continue
+        if len(done) < len(seeds):
+            log(f"{name}: tabulating seeds {done} only; {sorted(set(seeds) - set(done))} not finished")
+        runs = [_run_stats(specs[name, seed][2]) for seed in done]
+        results["eval_k"] = runs[0]["eval_k"]
         agents: dict[str, Any] = {}
         for agent in runs[0]["agents"]:
             per_seed = [r["agents"][agent] for r in runs]
@@ -95,6 +116,12 @@ def compare(recipes: Sequence[str], seeds: Sequence[int], out: Path, overrides: 
                 for when in ("before", "after", "best"):
                     row[f"{metric}/{when}"] = _stats([s[when][metric] for s in per_seed])
                 row[f"{metric}/change"] = _stats([s["after"][metric] - s["before"][metric] for s in per_seed])
+            row["frozen"] = per_seed[0]["frozen"]
+            # per-seed figures, for the claims' verdicts (corl.claims)
+            row["seeds"] = {"before": [s["before"]["pass@1"] for s in per_seed],
+                            "after": [s["after"]["pass@1"] for s in per_seed],
+                            "se_before": [s["before"].get("pass@1_se", 0.0) for s in per_seed],
+                            "se_after": [s["after"].get("pass@1_se", 0.0) for s in per_seed]}
             for key in ("label_accuracy", "reward_accuracy"):
                 if all(key in s for s in per_seed):
                     row[key] = _stats([s[key] for s in per_seed])
@@ -107,10 +134,14 @@ def compare(recipes: Sequence[str], seeds: Sequence[int], out: Path, overrides: 
             "agents": agents, "seconds": _stats([r["seconds"] for r in runs]),
             "error_correlation": statistics.fmean(correlations) if correlations else None,
             "warnings": sorted({w.split(": ", 2)[-1] for r in runs for w in r["warnings"]}),
+            "stopped_at": [r["stopped_at"] for r in runs], "seeds": done,
         }
+    if claimed:
+        results["regimes"] = claimed["regimes"]
+        results["claims"] = claims_mod.evaluate_claims(claimed, results)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2))
-    (out / "results.md").write_text(render_markdown(results))
+    (out / "results.md").write_text(claims_mod.render(results, claimed) if claimed else render_markdown(results))
     return results
 
 

@@ -33,10 +33,13 @@ def evaluate(agent: Agent, sampler: Sampler, verifier: AnswerVerifier, prompts: 
             for p, vs in zip(prompts, votes)]
     labels = aggregator.aggregate(votes, verifier)  # maj@k under the run's voting rule (and its gates)
     n = len(prompts)
+    rates = [sum(h) / k for h in hits]
     answers = [row[0] for row in extract_all(verifier, greedy.prompts, [texts[:1] for texts in greedy.texts])]
     return {
         "greedy": sum(a is not None and verifier.equivalent(a, p.label) for a, p in zip(answers, prompts)) / n,
-        "pass@1": sum(sum(h) / k for h in hits) / n,
+        "pass@1": sum(rates) / n,
+        # sampling standard error of pass@1 on these prompts (what re-evaluating the same model moves)
+        "pass@1_se": (sum(r * (1 - r) / (k - 1) for r in rates) ** 0.5 / n) if k > 1 else 0.0,
         f"maj@{k}": sum(lab.answer is not None and verifier.equivalent(lab.answer, p.label)
                         for p, lab in zip(prompts, labels)) / n,
         f"pass@{k}": sum(any(h) for h in hits) / n,

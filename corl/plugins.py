@@ -29,6 +29,7 @@ BUILTIN_PLUGINS = (
     "corl.builtin.topology",
     "corl.builtin.policy",
     "corl.builtin.observers",
+    "corl.builtin.early_stop",
 )
 KINDS = ("task", "agent", "sampler", "aggregator", "router", "optimizer", "observer")
 ENTRY_POINT_GROUP = "corl"

@@ -106,6 +106,7 @@ class RunSpec:
     eval: EvalSection
     zoo: ZooConfig
     source: str = ""
+    observers: tuple[ComponentSpec, ...] = ()  # [observers.NAME] tables: configured observers (attached too)
 
     @property
     def output_dir(self) -> Path:
@@ -115,7 +116,7 @@ class RunSpec:
         return [a.name for a in self.agents]
 
 
-TOP_LEVEL = ("run", "task", "agents", "voting", "topology", "eval", "zoo")
+TOP_LEVEL = ("run", "task", "agents", "voting", "topology", "eval", "zoo", "observers")
 DEFAULT_TYPES = {"task": "arithmetic", "agent": "hf", "sampler": "hf", "optimizer": "grpo",
                  "aggregator": "majority", "router": "ring"}
 
@@ -443,10 +444,27 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "") -> R
         for i, name in enumerate(run.observers):
             if name not in registry.names("observer"):
                 errors.add(f"run.observers[{i}]", f"unknown observer {name!r}; available: {', '.join(registry.names('observer'))}")
+    observers = _observer_tables(registry, data.get("observers", {}), errors)
     if errors:
         raise ConfigError(*errors)
     return RunSpec(run=run, task=task, agents=tuple(agents), voting=VotingSpec(aggregator, n_votes, n_train),
-                   topology=topology, eval=ev, zoo=zoo, source=source)
+                   topology=topology, eval=ev, zoo=zoo, source=source, observers=observers)
+
+
+def _observer_tables(registry: Registry, data: Any, errors: _Errors) -> tuple[ComponentSpec, ...]:
+    """``[observers.NAME]``: an observer's settings; a configured observer is attached to the run."""
+    if not isinstance(data, Mapping):
+        errors.add("observers", f"expected tables [observers.NAME], got {data!r}")
+        return ()
+    out = []
+    for name, body in data.items():
+        if name not in registry.names("observer"):
+            errors.add(_join("observers", name), f"unknown observer {name!r}; available: {', '.join(registry.names('observer'))}")
+            continue
+        config = structure(registry.get("observer", name).config_cls, body, _join("observers", name), errors)
+        if config is not None:
+            out.append(ComponentSpec(name, config))
+    return tuple(out)
 
 
 def _ranks(value: Any, path: str, errors: _Errors) -> tuple[int, ...] | None:
@@ -531,4 +549,5 @@ def to_dict(spec: RunSpec) -> dict[str, Any]:
         "topology": component(spec.topology),
         "eval": attrs.asdict(spec.eval),
         "zoo": attrs.asdict(spec.zoo),
+        **({"observers": {c.type: attrs.asdict(c.config) for c in spec.observers}} if spec.observers else {}),
     }))

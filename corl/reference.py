@@ -62,8 +62,13 @@ def render(registry: Registry) -> str:
             lines += [f"### `{c.name}` ({c.plugin})", "", c.help, ""]
             rows = _rows(c.config_cls)
             lines += [*header, *rows, ""] if rows else ["No keys.", ""]
-    lines += ["## observers", "", "`run.observers` lists them by name:", ""]
+    lines += ["## observers", "", "`run.observers` lists them by name; a `[observers.NAME]` table sets an "
+              "observer's keys and attaches it:", ""]
     lines += [f"- `{c.name}`: {c.help}" for c in registry if c.kind == "observer"]
+    for c in registry:
+        rows = _rows(c.config_cls) if c.kind == "observer" else []
+        if rows:
+            lines += ["", f"### `[observers.{c.name}]` ({c.plugin})", "", *header, *rows]
     lines += ["", "# Hooks", "", "Every hook in `corl/hookspecs.py`; implement with `@corl.hookimpl`.", ""]
     for name, fn in inspect.getmembers(hookspecs, inspect.isfunction):
         if name.startswith("corl_"):

@@ -71,6 +71,14 @@ class Run:
         self.agents: list[AgentSlot] = []
         self.history: list[dict[str, Any]] = []
         self.evals: dict[int, dict[str, dict[str, float]]] = {}
+        self.stop_reason: str | None = None  # set by request_stop
+        self.stopped_at: int | None = None
+
+    def request_stop(self, reason: str) -> None:
+        """Stop after the current step (an observer's early stop): the run evaluates and ends as if
+        that step were the last one; the summary records the step and ``reason``."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
 
     # -- building -------------------------------------------------------------------------------
 
@@ -118,11 +126,12 @@ class Run:
         self.streams = AgentStreams(spec.run.seed, [(s.name, layout.member(s.name)) for s in self.agents])
         self.aggregator = self._given["aggregator"] or self._build("aggregator", spec.voting.aggregator, ctx)
         self.router = self._given["router"] or self._build("router", spec.topology, ctx)
-        for name in spec.run.observers:
+        configured = {c.type: c.config for c in spec.observers}  # [observers.NAME] tables
+        for name in dict.fromkeys([*spec.run.observers, *configured]):
             factory = self.registry.get("observer", name).factory
             # Observers report for the whole run from rank 0; an every_rank one (final export) runs on each.
             if layout.is_writer or getattr(factory, "every_rank", False):
-                self.pm.register(factory(None, ctx), name=f"observer:{name}")
+                self.pm.register(factory(configured.get(name), ctx), name=f"observer:{name}")
         self._order = random.Random(spec.run.seed)
         # Seed again once everything is built: whether a model was built or read from a cache
         # must not change the RNG stream the run samples from.
@@ -191,6 +200,9 @@ class Run:
             m["reward_std"] = statistics.pstdev(flat)
             m["label_share"] = statistics.fmean(lab.share for lab in labels[name])
             m["answered"] = statistics.fmean(v.answer is not None for vs in votes[name] for v in vs)
+            # label-free answer diversity: distinct answers per prompt (falls when sampling collapses)
+            m["distinct_answers"] = statistics.fmean(len({v.answer for v in vs if v.answer is not None})
+                                                     for vs in votes[name])
             if has_truth:  # hidden labels: monitoring only, never handed to a label-free router
                 m["label_accuracy"] = statistics.fmean(
                     lab.answer is not None and verifier.equivalent(lab.answer, t)
@@ -367,18 +379,24 @@ class Run:
                 for step in range(self.start_step + 1, steps + 1):
                     self.step(step)
                     _fault("step", step, layout.rank)
-                    if every and step % every == 0 and step != steps:
+                    if every and step % every == 0 and step != steps and self.stop_reason is None:
                         self.evaluate(step)
                     if ckpt_every and step % ckpt_every == 0:
                         self.checkpoint(step)
                     # a signal on any rank stops every rank after the same step
-                    signum = next((s for s in layout.everyone(stop.signal, f"step {step}: checking for signals") if s),
-                                  None)
+                    flags = layout.everyone((stop.signal, self.stop_reason), f"step {step}: checking for signals")
+                    signum = next((s for s, _ in flags if s), None)
                     if signum is not None:
                         path = self.checkpoint(step) if self._checkpointed != step else self.checkpoint_root
                         raise Interrupted(signum, step, path)
-                if steps and (steps not in self.evals or self.start_step < steps):
-                    self.evaluate(steps)
+                    requested = next((r for _, r in flags if r), None)
+                    if requested is not None:  # every rank stops after the same step
+                        self.stop_reason, self.stopped_at = requested, step
+                        self.log(f"step {step}: stopping early: {requested}")
+                        break
+                last = self.stopped_at or steps
+                if last and (last not in self.evals or self.start_step < last):
+                    self.evaluate(last)
         except BaseException as exc:
             # Observers must close their files (and flush their logs) even when the run stops early.
             self.pm.hook.corl_on_run_failed(run=self, error=exc)
@@ -402,6 +420,7 @@ class Run:
             agents[name] = {"before": self.evals[steps[0]][name], "after": self.evals[steps[-1]][name],
                             "best": self.evals[best][name], "best_step": best}
         return {"name": self.spec.run.name, "steps": self.spec.run.steps, "seconds": round(seconds, 2),
+                "stopped_at": self.stopped_at, "stop_reason": self.stop_reason,
                 "eval_prompts": len(self.eval_prompts), "eval_k": self.spec.eval.k, "agents": agents,
                 "warnings": self.warnings}
 

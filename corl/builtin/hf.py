@@ -42,6 +42,8 @@ class HFAgentConfig:
         "help": "token to pad with when the tokenizer has none (e.g. its EOS token); required then"})
     zoo_seed: int | None = attrs.field(default=None, metadata={
         "help": "for a zoo: model, warm-start with this seed instead of zoo.seed (two warm-starts of one family)"})
+    zoo_steps: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.ge(0)), metadata={
+        "help": "for a zoo: model, warm-start this many steps instead of zoo.steps (a weaker or stronger base)"})
     prompt_format: Literal["auto", "chat", "raw"] = attrs.field(default="auto", metadata={
         "help": "chat: wrap each prompt as a user turn with the tokenizer's chat template; raw: prompt_template "
                 "as plain text (base models); auto: chat when the tokenizer has a chat template"})
@@ -93,7 +95,11 @@ class HFAgent:
 
             seed = ctx.task.split("seed")
             examples = [(p.text, str(p.label) if p.solution is None else p.solution) for p in seed]
-            zoo_config = ctx.spec.zoo if config.zoo_seed is None else attrs.evolve(ctx.spec.zoo, seed=config.zoo_seed)
+            zoo_config = ctx.spec.zoo
+            if config.zoo_seed is not None:
+                zoo_config = attrs.evolve(zoo_config, seed=config.zoo_seed)
+            if config.zoo_steps is not None:  # part of the cache key, like every ZooConfig field
+                zoo_config = attrs.evolve(zoo_config, steps=config.zoo_steps)
             return zoo.resolve(name, examples, zoo_config, log=ctx.log)
 
         try:
