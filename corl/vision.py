@@ -198,10 +198,12 @@ class VisionAgent:
 
     def forward_inputs(self, input_ids, attention_mask, images: Sequence[dict]) -> dict:
         """Keyword arguments of the model's forward / generate for these rows."""
+        import torch
+
         device = self.model.device
         extra = {k: v.to(device) for k, v in collate(images).items()}
         if "pixel_values" in extra:
-            extra["pixel_values"] = extra["pixel_values"].to(self.model.dtype)
+            extra["pixel_values"] = extra["pixel_values"].to(getattr(torch, self.config.dtype))
         return {"input_ids": input_ids.to(device), "attention_mask": attention_mask.to(device), **extra}
 
     def token_logprobs(self, batch: VisionSampleBatch, rows, *, reference: bool = False):

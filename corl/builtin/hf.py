@@ -141,9 +141,7 @@ class HFAgent:
             else:
                 self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if config.freeze_embeddings:
-            for module in (self.model.get_input_embeddings(), self.model.get_output_embeddings()):
-                if module is not None:
-                    module.weight.requires_grad_(False)
+            _freeze_embeddings(self.model, dtype, bf16=config.sample_dtype == config.train_dtype == "bfloat16")
         self.model.eval()  # no dropout: training log-probs must match sampling ones
         self.reference = None
 
@@ -202,8 +200,7 @@ class HFAgent:
         import torch
 
         dtype = self.config.sample_dtype if phase == "sample" else self.config.train_dtype
-        weights = next(self.model.parameters()).dtype
-        if dtype == "float32" or getattr(torch, dtype) == weights:
+        if dtype == "float32" or dtype == self.config.dtype:  # (frozen embeddings may be bf16 already)
             return contextlib.nullcontext()
         return torch.autocast(self.model.device.type, dtype=getattr(torch, dtype))
 
@@ -221,6 +218,25 @@ class HFAgent:
         from safetensors.torch import load_model
 
         load_model(self.model, str(Path(path) / "model.safetensors"), device=str(self.model.device))
+
+
+def _freeze_embeddings(model, dtype, *, bf16: bool) -> None:
+    """No gradients for the token embeddings (and a tied lm_head). Where every phase runs its
+    matmuls in bf16 anyway, they are also stored in bf16: autocast would otherwise cast the frozen
+    (not cached) float32 matrix to bf16 again at every lm_head call, a 336 MB transient per decode
+    step and per update chunk for Gemma 3's 262k x 640 matrix, besides holding it in float32. The
+    looked-up embeddings are cast back to the model's dtype, so the residual stream stays float32."""
+    import torch
+
+    for module in (model.get_input_embeddings(), model.get_output_embeddings()):
+        if module is None or not module.weight.requires_grad:
+            continue  # a tied lm_head is the input embedding's own parameter
+        module.weight.requires_grad_(False)
+        if bf16 and dtype == torch.float32:
+            module.weight.data = module.weight.data.to(torch.bfloat16)
+    embed = model.get_input_embeddings()
+    if embed.weight.dtype != dtype:
+        embed.register_forward_hook(lambda module, args, out: out.to(dtype))
 
 
 def _chunk_logprobs(model, hidden, target, temperature: float):

@@ -79,3 +79,34 @@ def test_frozen_embeddings_get_no_optimizer_state_and_stay_put(setup):
     after = dict(agent.model.named_parameters())
     changed = {k for k in before if not torch.equal(before[k], after[k])}
     assert changed and not any("embed" in k for k in changed)
+
+
+def test_frozen_embeddings_are_stored_in_bf16_when_every_phase_is_bf16(setup, tmp_path):
+    from corl.builtin.policy import GRPOConfig, grpo
+
+    ctx, _ = setup
+    config = HFAgentConfig(model="zoo:llama-tiny", freeze_embeddings=True, sample_dtype="bfloat16",
+                           train_dtype="bfloat16", gradient_checkpointing=True)
+    agent = HFAgent(config, ctx)
+    embed = agent.model.get_input_embeddings().weight
+    assert embed.dtype == torch.bfloat16 and not embed.requires_grad
+    assert {p.dtype for p in agent.model.parameters() if p.requires_grad} == {torch.float32}
+    # the residual stream stays float32: the looked-up embeddings are cast back
+    assert agent.model.get_input_embeddings()(torch.tensor([[1, 2]])).dtype == torch.float32
+    torch.manual_seed(0)
+    rollout = HFSampler(HFSamplerConfig(max_new_tokens=6)).sample(agent, ctx.task.split("train")[:2], 4)
+    batch, rows = rollout.batch, torch.arange(8)
+    logp, _ = agent.token_logprobs(batch, rows)  # the update sees what the sampler saw
+    sampled = batch.old_logprobs[rows] * batch.completion_mask[rows]
+    assert (logp * batch.completion_mask[rows] - sampled).abs().max() < 0.05
+    optimizer = grpo(GRPOConfig(lr=1e-2), attrs.evolve(ctx, agent=agent))
+    assert optimizer.step(rollout, [[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 1.0, 0.0]])["grad_norm"] > 0
+    assert agent.model.get_input_embeddings().weight.dtype == torch.bfloat16
+    agent.save_state(tmp_path / "state")
+    again = HFAgent(config, ctx)
+    again.load_state(tmp_path / "state")
+    for (name, a), (_, b) in zip(agent.model.named_parameters(), again.model.named_parameters()):
+        assert a.dtype == b.dtype and torch.equal(a, b), name
+    # without bf16 phases the frozen matrix keeps the weights' dtype
+    plain = HFAgent(HFAgentConfig(model="zoo:llama-tiny", freeze_embeddings=True), ctx)
+    assert plain.model.get_input_embeddings().weight.dtype == torch.float32
