@@ -150,6 +150,8 @@ class VisionAgent:
             from corl import vision_zoo
 
             zoo_config = ctx.spec.zoo if config.zoo_seed is None else attrs.evolve(ctx.spec.zoo, seed=config.zoo_seed)
+            if config.zoo_steps is not None:  # per agent, part of the cache key (as for text zoo models)
+                zoo_config = attrs.evolve(zoo_config, steps=config.zoo_steps)
             source = str(vision_zoo.resolve(source[4:], ctx.task.split("seed"), zoo_config, log=ctx.log))
         try:
             remote = config.trust_remote_code

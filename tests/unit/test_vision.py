@@ -63,6 +63,16 @@ def test_the_image_reaches_the_model(name, task, cache_dir):
     assert not torch.allclose(logits[0], logits[1])
 
 
+def test_zoo_steps_sets_one_agents_warm_start(task, cache_dir):
+    messages = []
+    ctx = Context(spec=_Spec(), seed=0, task=task, agent_name="a", log=messages.append)
+    short = make_agent(HFAgentConfig(model="zoo:llava-tiny", zoo_steps=1), ctx)
+    default = make_agent(HFAgentConfig(model="zoo:llava-tiny"), ctx)
+    assert any("warm-starting 1 supervised steps" in m for m in messages)
+    a, b = dict(short.model.named_parameters()), dict(default.model.named_parameters())
+    assert any(not torch.equal(a[k], b[k]) for k in a)  # 1 step vs the spec's 3: two cached models
+
+
 def test_a_grpo_step_trains_through_the_image_inputs(task, cache_dir):
     agent, ctx = agent_for("idefics3-tiny", task)
     sampler = make_sampler(HFSamplerConfig(max_new_tokens=3), attrs.evolve(ctx, agent=agent))
