@@ -401,7 +401,7 @@ class Run:
         except BaseException as exc:
             # Observers must close their files (and flush their logs) even when the run stops early.
             self.pm.hook.corl_on_run_failed(run=self, error=exc)
-            layout.close()
+            layout.close(wait=False)  # another rank may be gone: do not wait for it
             raise
         summary = self.summary(time.perf_counter() - started)
         if layout.is_writer:

@@ -197,6 +197,7 @@ GROUP = textwrap.dedent("""
     group.sum_gradients(params)
     print(layout.rank, group.size, group.sum([1, layout.rank]), params[0].grad.tolist(), params[1].grad.tolist(),
           params[2].grad.tolist(), layout.owns("b"), layout.group("b").size, layout.shard("a", list(range(5))), flush=True)
+    layout.close()  # as a run does: meet, then tear the groups and the store down in order
 """)
 
 
