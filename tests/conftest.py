@@ -54,6 +54,8 @@ def tiny_for(recipe) -> list[str]:
     if any(a.get("model", "").startswith("pypi:") for a in data.get("agents", [])):
         return TINY_REAL + [f"agents[{i}].sampler.max_new_tokens=12" for i in range(len(data["agents"]))]
     task = data.get("task", {}).get("type", "arithmetic")
+    # an agent's own zoo_steps outranks zoo.steps: shrink it too
+    own = [f"agents[{i}].zoo_steps=20" for i, a in enumerate(data.get("agents", [])) if "zoo_steps" in a]
     if task in ("arithmetic", "shapes"):
-        return TINY
-    return [x for x in TINY if not x.startswith("task.")] + TINY_TASK[task]
+        return TINY + own
+    return [x for x in TINY if not x.startswith("task.")] + TINY_TASK[task] + own
