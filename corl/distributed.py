@@ -159,7 +159,6 @@ class Distributed(Local):
         local_rank = int(env.get("LOCAL_RANK", 0))
         if torch.cuda.is_available() and local_rank < torch.cuda.device_count():
             torch.cuda.set_device(local_rank)  # device "cuda" means this rank's GPU
-        self._store = store
         self._pg = dist.ProcessGroupGloo(dist.PrefixStore("corl/world", store), self.rank, self.world_size, delta)
         self.members = placement(spec, self.world_size)
         self._groups: dict[str, Group] = {}
@@ -216,10 +215,10 @@ class Distributed(Local):
         return lost
 
     def close(self, *, wait: bool = True) -> None:
-        """Tear the groups down while the interpreter is alive, in order: data-parallel groups, the
-        world group, then the launcher's store (rank 0 hosts it). ``wait`` first meets every rank,
-        so no rank drops the store while another still talks through it (left to interpreter
-        shutdown, that race aborted a rank: "terminate called without an active exception")."""
+        """Tear the groups down while the interpreter is alive: data-parallel groups, then the world
+        group, and with them the launcher's store they hold (rank 0 hosts it). ``wait`` first meets
+        every rank, so no rank drops the store while another still talks through it (left to
+        interpreter shutdown, that race aborted a rank: "terminate called without an active exception")."""
         if self._pg is None:
             return
         if wait:
@@ -229,7 +228,6 @@ class Distributed(Local):
                 pass  # already said; closing goes on
         self._groups.clear()
         self._pg = None
-        self._store = None
 
 
 class _TorchGroup(Group):

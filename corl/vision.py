@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from corl.builtin.hf import HFAgentConfig, HFSamplerConfig, SampleBatch
+from corl.builtin.hf import HFAgentConfig, HFSamplerConfig, SampleBatch, zoo_config_for
 from corl.errors import CorlError
 from corl.types import Prompt, Rollout
 
@@ -149,9 +149,7 @@ class VisionAgent:
         if source.startswith("zoo:"):
             from corl import vision_zoo
 
-            zoo_config = ctx.spec.zoo if config.zoo_seed is None else attrs.evolve(ctx.spec.zoo, seed=config.zoo_seed)
-            if config.zoo_steps is not None:  # per agent, part of the cache key (as for text zoo models)
-                zoo_config = attrs.evolve(zoo_config, steps=config.zoo_steps)
+            zoo_config = zoo_config_for(config, ctx.spec.zoo)
             source = str(vision_zoo.resolve(source[4:], ctx.task.split("seed"), zoo_config, log=ctx.log))
         try:
             remote = config.trust_remote_code

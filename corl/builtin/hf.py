@@ -95,12 +95,7 @@ class HFAgent:
 
             seed = ctx.task.split("seed")
             examples = [(p.text, str(p.label) if p.solution is None else p.solution) for p in seed]
-            zoo_config = ctx.spec.zoo
-            if config.zoo_seed is not None:
-                zoo_config = attrs.evolve(zoo_config, seed=config.zoo_seed)
-            if config.zoo_steps is not None:  # part of the cache key, like every ZooConfig field
-                zoo_config = attrs.evolve(zoo_config, steps=config.zoo_steps)
-            return zoo.resolve(name, examples, zoo_config, log=ctx.log)
+            return zoo.resolve(name, examples, zoo_config_for(config, ctx.spec.zoo), log=ctx.log)
 
         try:
             source = models.resolve(config.model, log=ctx.log, zoo_builder=build_zoo)
@@ -218,6 +213,16 @@ class HFAgent:
         from safetensors.torch import load_model
 
         load_model(self.model, str(Path(path) / "model.safetensors"), device=str(self.model.device))
+
+
+def zoo_config_for(config: HFAgentConfig, zoo):
+    """The run's ``[zoo]`` settings with this agent's own ``zoo_seed`` / ``zoo_steps`` (text and
+    vision zoo models alike; part of the cache key, like every ZooConfig field)."""
+    if config.zoo_seed is not None:
+        zoo = attrs.evolve(zoo, seed=config.zoo_seed)
+    if config.zoo_steps is not None:
+        zoo = attrs.evolve(zoo, steps=config.zoo_steps)
+    return zoo
 
 
 def _freeze_embeddings(model, dtype, *, bf16: bool) -> None:
