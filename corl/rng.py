@@ -69,5 +69,21 @@ class AgentStreams:
                      cuda=None if entry["cuda"] is None else [as_bytes(t) for t in entry["cuda"]])
 
 
+@contextmanager
+def fixed(seed: int) -> Iterator[None]:
+    """Draw from a fresh stream seeded with ``seed``; the caller's RNG state is left untouched.
+
+    Evaluations use it (common random numbers): every evaluation of an agent draws the same
+    numbers, so the change between two evaluations measures the model, not the draw, and
+    evaluating never advances the agent's training stream (``eval.every`` leaves training as is).
+    """
+    import torch
+
+    cuda = torch.cuda.is_available()
+    with torch.random.fork_rng(devices=range(torch.cuda.device_count()) if cuda else []):
+        torch.manual_seed(seed)
+        yield
+
+
 def key(name: str, member: int = 0) -> str:
     return name if member == 0 else f"{name}#{member}"

@@ -25,7 +25,7 @@ from corl.errors import CorlError, Interrupted, TrainingError
 from corl.evaluation import evaluate, votes_of
 from corl.plugins import Registry, build_registry, make_plugin_manager
 from corl.protocols import Aggregator, RewardRouter, Task
-from corl.rng import AgentStreams, key
+from corl.rng import AgentStreams, fixed, key, stream_seed
 from corl.types import Context, Prompt, StepMetrics
 from corl.verify import BoundedVerifier
 
@@ -269,7 +269,8 @@ class Run:
         local = {}
         for slot in self.agents:  # an agent's first rank evaluates it
             if self.layout.leads(slot.name):
-                with self._stream(slot.name):
+                # common random numbers: the same draw at every evaluation (corl.rng.fixed)
+                with fixed(stream_seed(self.spec.run.seed, f"{slot.name}/eval")):
                     local[slot.name] = evaluate(slot.agent, slot.sampler, self.verifier, self.eval_prompts,
                                                 self.aggregator, self.spec.eval.k, self.spec.eval.temperature)
             else:

@@ -156,3 +156,26 @@ def test_a_frozen_judge_votes_but_never_changes(tmp_path, cache_dir):
     assert all((base[k] == final[k]).all() for k in final)  # the judge never moved
     base, final = load_file(untrained / "a" / "model.safetensors"), load_file(trained / "a" / "model.safetensors")
     assert any((base[k] != final[k]).any() for k in final)  # its pupil did
+
+
+def test_evaluations_draw_common_random_numbers_and_leave_training_alone(tmp_path, cache_dir):
+    # judge topology: 'b' is frozen, so every evaluation of it scores the same weights
+    recipe = {**RECIPE, "topology": {"type": "judge", "judge": "b"},
+              "agents": [RECIPE["agents"][0], {**RECIPE["agents"][1], "frozen": True}]}
+    runs = {}
+    for every in (0, 1):
+        out = tmp_path / f"every{every}"
+        runs[every] = corl.run(recipe, [*TINY, f"run.output_dir={out}", "run.steps=3", f"eval.every={every}",
+                                        "run.observers=['jsonl']"])
+        runs[every]["train"] = [json.loads(x)["agents"]["a"] for x in (out / "metrics.jsonl").read_text().splitlines()
+                                if '"train"' in x]
+        runs[every]["evals"] = [json.loads(x)["agents"] for x in (out / "metrics.jsonl").read_text().splitlines()
+                                if '"eval"' in x]
+    # evaluating after every step draws nothing from the agents' training streams
+    assert [r["reward_mean"] for r in runs[0]["train"]] == [r["reward_mean"] for r in runs[1]["train"]]
+    assert runs[0]["agents"]["a"]["after"] == runs[1]["agents"]["a"]["after"]
+    # the same weights evaluated at steps 0..3 give the same figures (the same draw every time)
+    judge = [e["b"] for e in runs[1]["evals"]]
+    assert len(judge) == 4 and all(e == judge[0] for e in judge)
+    # and an evaluation is not a constant: the trained agent's pass@1 samples differ from the judge's
+    assert runs[1]["evals"][0]["a"] != judge[0]
