@@ -12,13 +12,16 @@ from pathlib import Path
 
 OUT = Path(__file__).resolve().parent.parent / "recipes" / "paper"
 
-#: Sized for 2 shared CPU cores (see docs/results.md, "Budget").
-RUN = dict(steps=24, prompts_per_step=16, threads=1, checkpoint_every=0, observers=["jsonl"])
-EVAL = dict(size=300, k=8, every=0)
+#: FINDINGS' training budget (100 steps of 32 prompts), sized to rerun on 2 CPU cores in under an
+#: hour (see docs/results.md, "Budget"); held-out eval of 1000 prompts x 8 every 25 steps.
+RUN = dict(steps=100, prompts_per_step=32, threads=1, checkpoint_every=0, observers=["jsonl"])
+EVAL = dict(size=1000, k=8, every=25)
+#: the collusion early stop compares the last WINDOW steps' means with the WINDOW before
+WINDOW = 10
 LR = 4e-5
 #: zoo warm-start steps per family: the strong base (default zoo) and the weak one (~20% pass@1).
 REGIMES = {"strong": {"llama": 2000, "qwen2": 2000, "neox": 2000},
-           "weak": {"llama": 300, "qwen2": 600, "neox": 600}}
+           "weak": {"llama": 800, "qwen2": 800, "neox": 800}}
 MODELS = {"llama": "zoo:llama-tiny", "qwen2": "zoo:qwen2-tiny", "neox": "zoo:gpt-neox-tiny"}
 
 
@@ -120,10 +123,10 @@ def main(out: Path = OUT) -> None:
            voting={"type": "weighted", "weight": "confidence"})
     recipe("weak_pair_kl", w, "Co-RL pair with a KL anchor to the base (kl 0.1).", pair(w, kl=0.1), {"type": "ring"})
     recipe("weak_pair_early_stop", w, "Co-RL pair with the label-free collusion early stop.", pair(w),
-           {"type": "ring"}, extra=[("observers.early_stop", {"window": 4})])
+           {"type": "ring"}, extra=[("observers.early_stop", {"window": WINDOW})])
     recipe("weak_pair_levers", w, "Co-RL pair with gating, KL anchor and early stop together.", pair(w, kl=0.1),
            {"type": "ring"}, voting={"min_share": 0.5, "tie_break": "none"},
-           extra=[("observers.early_stop", {"window": 4})])
+           extra=[("observers.early_stop", {"window": WINDOW})])
     recipe("weak_pooled3", w, "Co-RL, three agents, all_pairs pooled (majority) on the weak base.",
            three(w), {"type": "all_pairs", "combine": "vote"})
 
