@@ -52,7 +52,9 @@ def test_reduced_paper_comparison_writes_verdicts_for_both_regimes(tmp_path, cac
     verdicts = {c["text"]: c["verdict"] for c in results["claims"]}
     assert len(verdicts) >= 4 and set(verdicts.values()) <= {"holds", "fails", "not shown"}
     row = results["recipes"]["weak_pair"]["agents"]["llama"]
-    assert len(row["seeds"]["after"]) == 2 and all(se > 0 for se in row["seeds"]["se_after"])
+    # one figure per seed (a 20-step zoo model may score 0 everywhere: se 0 is then exact)
+    assert len(row["seeds"]["after"]) == len(row["seeds"]["se_after"]) == 2
+    assert all(0 <= se < 1 for se in row["seeds"]["se_after"])
     assert len(results["recipes"]["weak_pair_early_stop"]["stopped_at"]) == 2
     table = (out / "results.md").read_text()
     assert "### Strong base" in table and "### Weak base" in table
