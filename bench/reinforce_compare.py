@@ -28,11 +28,13 @@ class ReinforceConfig:
     lr: float = 2e-5
     weight_decay: float = 0.01  # torch's AdamW default, as the throwaway loop used
     max_grad_norm: float = 1.0
-    token_mean: bool = False  # False: sum over a sequence's tokens, mean over sequences
 
 
 class Reinforce:
-    """The throwaway loop's update: one AdamW step per batch on every trained sample."""
+    """The throwaway loop's update: one AdamW step per batch on every trained sample (the class is
+    the component factory: ``Reinforce(config, ctx)``, its config validated by ``Config``)."""
+
+    Config = ReinforceConfig
 
     def __init__(self, config: ReinforceConfig, ctx):
         import torch
@@ -50,9 +52,8 @@ class Reinforce:
         rows = torch.tensor([p * rollout.n + s for p in range(len(rewards)) for s in range(n_train)])
         mask = batch.completion_mask[rows].float()
         logp, _ = self.agent.token_logprobs(batch, rows)
-        per_seq = (logp * mask).sum(dim=1)
-        denom = mask.sum() if self.config.token_mean else len(rows)
-        loss = -(adv * per_seq).sum() / denom
+        per_seq = (logp * mask).sum(dim=1)  # summed over a sequence's tokens, mean over sequences
+        loss = -(adv * per_seq).sum() / len(rows)
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(self.params, self.config.max_grad_norm)
         self.optim.step()
@@ -66,12 +67,6 @@ class Reinforce:
         pass
 
 
-def reinforce(config: ReinforceConfig, ctx) -> Reinforce:
-    return Reinforce(config, ctx)
-
-
-reinforce.Config = ReinforceConfig
-
 AGENTS = (("llama", "zoo:llama-tiny"), ("qwen2", "zoo:qwen2-tiny"), ("neox", "zoo:gpt-neox-tiny"))
 
 
@@ -79,10 +74,8 @@ def optimizer_for(variant: str) -> dict:
     kind, lr = variant.split("_")
     if kind == "grpo":
         return {"type": "grpo", "lr": float(lr), "scale_rewards": False}
-    if kind == "grpostd":
-        return {"type": "grpo", "lr": float(lr), "scale_rewards": True}
-    if kind in ("reinforce", "reinforcetok"):
-        return {"type": "__main__:reinforce", "lr": float(lr), "token_mean": kind == "reinforcetok"}
+    if kind == "reinforce":
+        return {"type": "__main__:Reinforce", "lr": float(lr)}
     raise SystemExit(f"unknown variant {variant!r}")
 
 

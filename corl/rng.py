@@ -36,7 +36,7 @@ class AgentStreams:
 
         state = self._states[key(name, member)]
         cuda = torch.cuda.is_available()
-        with torch.random.fork_rng(devices=range(torch.cuda.device_count()) if cuda else []):
+        with _forked():
             if state["cpu"] is None:
                 torch.manual_seed(state["seed"])  # CPU and every CUDA device
             else:
@@ -79,10 +79,17 @@ def fixed(seed: int) -> Iterator[None]:
     """
     import torch
 
-    cuda = torch.cuda.is_available()
-    with torch.random.fork_rng(devices=range(torch.cuda.device_count()) if cuda else []):
+    with _forked():
         torch.manual_seed(seed)
         yield
+
+
+def _forked():
+    """Fork the global CPU and CUDA RNG states: whatever the block draws is undone when it ends."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    return torch.random.fork_rng(devices=range(torch.cuda.device_count()) if cuda else [])
 
 
 def key(name: str, member: int = 0) -> str:
