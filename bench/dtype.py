@@ -18,8 +18,10 @@ import time
 import attrs
 import torch
 
-from corl.builtin.hf import HFAgent, HFAgentConfig, HFSampler, HFSamplerConfig
-from corl.builtin.word_problems import WordProblemsConfig, WordProblemsTask
+from corl.builtin.hf.agent import HFAgent
+from corl.builtin.hf.config import HFAgentConfig, HFSamplerConfig
+from corl.builtin.hf.sampler import HFSampler
+from corl.builtin.tasks.word_problems import WordProblemsConfig, WordProblemsTask
 from corl.types import Context
 
 

@@ -41,7 +41,7 @@ def peak_rss(overrides: list[str], steps: int, out: str) -> tuple[float, float]:
 
 def _imports_rss() -> tuple[float, float]:
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", "import torch, transformers, corl.runner, corl.builtin.hf"])
+    proc = subprocess.Popen([sys.executable, "-c", "import torch, transformers, corl.runtime, corl.builtin.hf"])
     _, _, usage = os.wait4(proc.pid, 0)
     return usage.ru_maxrss / 1024, time.perf_counter() - t0
 

@@ -22,7 +22,7 @@ import torch
 
 from corl.plugins import build_registry, make_plugin_manager
 from corl.recipe import load_recipe
-from corl.runner import Run
+from corl.runtime import Run
 
 AGENTS = [("llama", "zoo:llama-tiny"), ("qwen2", "zoo:qwen2-tiny"), ("neox", "zoo:gpt-neox-tiny")]
 

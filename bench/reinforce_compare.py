@@ -95,7 +95,7 @@ def recipe_for(variant: str, seed: int, steps: int, out: str, zoo_steps: int, pr
 
 def main() -> None:
     os.environ.setdefault("CORL_ALLOW_IMPORT_PATHS", "1")
-    from corl.runner import run
+    from corl.runtime import run
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="0,1")

@@ -26,7 +26,7 @@ import torch
 
 from corl.plugins import build_registry, make_plugin_manager
 from corl.recipe import load_recipe
-from corl.runner import Run
+from corl.runtime import Run
 
 PROMPTS, GENERATIONS, NEW_TOKENS, LR = 32, 8, 6, 2e-5
 

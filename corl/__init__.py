@@ -23,7 +23,7 @@ def load_recipe(*args, **kwargs):
 
 
 def run(*args, **kwargs):
-    """See :func:`corl.runner.run`: run a recipe, optionally with component objects built in code."""
-    from corl.runner import run
+    """See :func:`corl.runtime.run`: run a recipe, optionally with component objects built in code."""
+    from corl.runtime import run
 
     return run(*args, **kwargs)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
+
+if TYPE_CHECKING:
+    from corl.protocols import RunView
+    from corl.types import StepMetrics
 
 hookspec = pluggy.HookspecMarker("corl")
 
@@ -16,38 +20,42 @@ def corl_register_components(registry: Any) -> None:
     Call ``registry.add(kind, name, factory, config_cls, help=...)`` once per component.
     ``kind`` is one of ``task``, ``agent``, ``sampler``, ``aggregator``, ``router``,
     ``optimizer``, ``observer``; ``config_cls`` is a frozen attrs class whose fields are the
-    component's recipe keys.
+    component's recipe keys. Optional capabilities are class attributes of the factory
+    (:data:`corl.protocols.TRAITS`). ``registry.add_section(name, config_cls)`` declares a
+    top-level recipe section the plugin owns (the hf backend's ``[zoo]``), read by its components
+    as ``ctx.section(name)``.
     """
 
 
 @hookspec
-def corl_on_run_start(run: Any) -> None:
+def corl_on_run_start(run: RunView) -> None:
     """Called once the run's components are built, before the first evaluation.
 
-    ``run`` is the :class:`corl.runner.Run`: ``run.spec``, ``run.agents``, ``run.output_dir``.
+    ``run`` is a :class:`corl.protocols.RunView`: ``run.spec``, ``run.agents``, ``run.output_dir``,
+    ``run.start_step`` (non-zero when resumed), ``run.request_stop(reason)``.
     """
 
 
 @hookspec
-def corl_on_step_end(run: Any, step: int, metrics: Any) -> None:
+def corl_on_step_end(run: RunView, step: int, metrics: StepMetrics) -> None:
     """Called after every training step with a :class:`corl.types.StepMetrics`."""
 
 
 @hookspec
-def corl_on_eval_end(run: Any, step: int, results: dict[str, dict[str, float]], cohort: dict[str, Any]) -> None:
+def corl_on_eval_end(run: RunView, step: int, results: dict[str, dict[str, float]], cohort: dict[str, Any]) -> None:
     """Called after each held-out evaluation: ``results[agent][metric]`` (step 0 is the base).
 
     ``cohort`` holds pairwise matrices over the agents' greedy answers (``agents``, ``n``,
-    ``agreement``, and with labels ``phi`` and ``same_wrong``; see :mod:`corl.cohort`).
+    ``agreement``, and with labels ``phi`` and ``same_wrong``; see :mod:`corl.runtime.cohort`).
     """
 
 
 @hookspec
-def corl_on_run_failed(run: Any, error: BaseException) -> None:
+def corl_on_run_failed(run: RunView, error: BaseException) -> None:
     """Called instead of ``corl_on_run_end`` when a run stops early (an error, a signal, a
     non-finite stop), so observers can close and flush what they hold. ``error`` is re-raised."""
 
 
 @hookspec
-def corl_on_run_end(run: Any, summary: dict[str, Any]) -> None:
+def corl_on_run_end(run: RunView, summary: dict[str, Any]) -> None:
     """Called once after the last step with the run summary (before/after/best per agent)."""

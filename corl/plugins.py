@@ -1,12 +1,17 @@
 """The per-run plugin manager and the component registry it fills.
 
 Built-ins and third-party packages register through the same hook. Entry points of the ``corl``
-group load automatically unless ``CORL_DISABLE_PLUGIN_AUTOLOAD`` is set.
+group load automatically unless ``CORL_DISABLE_PLUGIN_AUTOLOAD`` is set to a true value;
+``CORL_PLUGINS=a,b`` loads only the named entry points or distributions (an allow-list, as llm's
+``LLM_LOAD_PLUGINS``). A third-party plugin that fails to import or to register is skipped and
+remembered (``corl plugins`` lists it; a recipe that needs one of its components names it), so
+one broken package never breaks every command.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import os
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -16,14 +21,15 @@ import pluggy
 
 from corl import hookspecs
 from corl.errors import ConfigError, PluginError
+from corl.protocols import traits
 
 #: Built-in plugin modules, registered exactly like third-party plugins.
 BUILTIN_PLUGINS = (
-    "corl.builtin.tasks",
-    "corl.builtin.word_problems",
-    "corl.builtin.data",
-    "corl.builtin.code_tasks",
-    "corl.builtin.visual",
+    "corl.builtin.tasks.arithmetic",
+    "corl.builtin.tasks.word_problems",
+    "corl.builtin.tasks.data",
+    "corl.builtin.tasks.code_tasks",
+    "corl.builtin.tasks.shapes",
     "corl.builtin.hf",
     "corl.builtin.voting",
     "corl.builtin.topology",
@@ -32,8 +38,11 @@ BUILTIN_PLUGINS = (
     "corl.builtin.early_stop",
 )
 KINDS = ("task", "agent", "sampler", "aggregator", "router", "optimizer", "observer")
+#: Recipe sections of the host itself; plugins may declare more (``registry.add_section``).
+CORE_SECTIONS = ("run", "task", "agents", "voting", "topology", "eval", "observers")
 ENTRY_POINT_GROUP = "corl"
 AUTOLOAD_ENV = "CORL_DISABLE_PLUGIN_AUTOLOAD"
+ALLOW_ENV = "CORL_PLUGINS"
 
 hookimpl = pluggy.HookimplMarker("corl")
 
@@ -46,58 +55,153 @@ class Component:
     config_cls: type
     plugin: str
     help: str = ""
+    traits: Any = None  # the factory's declared traits (corl.protocols.TRAITS), for kinds that have them
+
+
+@attrs.frozen
+class Section:
+    name: str
+    config_cls: type
+    plugin: str
+    help: str = ""
 
 
 class Registry:
-    """Component factories by kind and name, filled by ``corl_register_components``."""
+    """Component factories by kind and name, and plugin-owned recipe sections, filled by
+    ``corl_register_components``."""
 
     def __init__(self) -> None:
         self._items: dict[tuple[str, str], Component] = {}
+        self._sections: dict[str, Section] = {}
         self.current_plugin = "?"
+        self.failed: dict[str, str] = {}  # plugin -> why it was skipped (import or registration error)
 
     def add(self, kind: str, name: str, factory: Callable[..., Any], config_cls: type, help: str = "") -> None:
+        who = f"plugin {self.current_plugin}"
         if kind not in KINDS:
-            raise PluginError(f"plugin {self.current_plugin}: unknown component kind {kind!r}; kinds: {', '.join(KINDS)}")
+            raise PluginError(f"{who}: unknown component kind {kind!r}; kinds: {', '.join(KINDS)}")
+        if not isinstance(name, str) or not name:
+            raise PluginError(f"{who}: a {kind} needs a non-empty string name, got {name!r}")
+        if not callable(factory):
+            raise PluginError(f"{who}: the factory of {kind} {name!r} is not callable: {factory!r}")
         if not attrs.has(config_cls):
-            raise PluginError(f"plugin {self.current_plugin}: config of {kind} {name!r} must be an attrs class")
+            raise PluginError(f"{who}: config of {kind} {name!r} must be an attrs class")
         if (kind, name) in self._items:
             other = self._items[kind, name].plugin
-            raise PluginError(f"plugin {self.current_plugin}: {kind} {name!r} is already registered by {other}")
-        self._items[kind, name] = Component(kind, name, factory, config_cls, self.current_plugin, help)
+            raise PluginError(f"{who}: {kind} {name!r} is already registered by {other}")
+        try:
+            declared = traits(kind, factory)
+        except TypeError as exc:
+            raise PluginError(f"{who}: {kind} {name!r}: {exc}") from None
+        self._items[kind, name] = Component(kind, name, factory, config_cls, self.current_plugin, help, declared)
+
+    def add_section(self, name: str, config_cls: type, help: str = "") -> None:
+        """Declare top-level recipe section ``[name]``, validated against ``config_cls`` (its
+        defaults apply when a recipe leaves it out); components read it as ``ctx.section(name)``."""
+        who = f"plugin {self.current_plugin}"
+        if name in CORE_SECTIONS:
+            raise PluginError(f"{who}: section [{name}] belongs to corl itself")
+        if name in self._sections:
+            raise PluginError(f"{who}: section [{name}] is already declared by {self._sections[name].plugin}")
+        if not attrs.has(config_cls):
+            raise PluginError(f"{who}: config of section [{name}] must be an attrs class")
+        self._sections[name] = Section(name, config_cls, self.current_plugin, help)
 
     def get(self, kind: str, name: str) -> Component:
         try:
             return self._items[kind, name]
         except KeyError:
-            raise ConfigError(f"unknown {kind} {name!r}; available: {', '.join(self.names(kind))}") from None
+            raise ConfigError(f"unknown {kind} {name!r}; available: {', '.join(self.names(kind))}{self.hint()}") from None
+
+    def has(self, kind: str, name: str) -> bool:
+        return (kind, name) in self._items
 
     def names(self, kind: str) -> list[str]:
         return sorted(n for k, n in self._items if k == kind)
+
+    def sections(self) -> list[Section]:
+        return sorted(self._sections.values(), key=lambda s: s.name)
+
+    def hint(self) -> str:
+        """What to say after an unknown name: plugins that failed, else how to check what is installed."""
+        if self.failed:
+            return "".join(f" (plugin {name!r} failed to load: {why})" for name, why in sorted(self.failed.items()))
+        return " (is the plugin package installed? see `corl plugins`)"
 
     def __iter__(self):
         return iter(sorted(self._items.values(), key=lambda c: (c.kind, c.name)))
 
 
+def _true(value: str | None) -> bool:
+    return (value or "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
 def make_plugin_manager(plugins: Iterable[Any] = (), autoload: bool | None = None) -> pluggy.PluginManager:
-    """A fresh plugin manager: built-ins, then entry points (unless disabled), then ``plugins``."""
+    """A fresh plugin manager: built-ins, then entry points (unless disabled), then ``plugins``.
+
+    Entry points that fail to import are skipped and recorded in ``pm.corl_failed``; plugin
+    objects passed in ``plugins`` are the caller's own and raise instead.
+    """
     pm = pluggy.PluginManager("corl")
     pm.add_hookspecs(hookspecs)
+    pm.corl_failed = {}  # plugin name -> one line on why it was skipped
+    pm.corl_dists = {}  # plugin name -> (distribution name, version)
     for name in BUILTIN_PLUGINS:
-        pm.register(importlib.import_module(name), name=name)
+        register(pm, importlib.import_module(name), name)
     if autoload is None:
-        autoload = not os.environ.get(AUTOLOAD_ENV)
+        autoload = not _true(os.environ.get(AUTOLOAD_ENV))
     if autoload:
-        try:
-            pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
-        except Exception as exc:  # a broken third-party package must name itself
-            raise PluginError(f"loading entry points of group {ENTRY_POINT_GROUP!r} failed: {exc}") from exc
+        _load_entry_points(pm)
     for plugin in plugins:
-        pm.register(plugin, name=_plugin_name(pm, plugin))
-    try:
-        pm.check_pending()
-    except pluggy.PluginValidationError as exc:
-        raise PluginError(f"plugin {exc.plugin!r}: {exc}") from exc
+        register(pm, plugin, _plugin_name(pm, plugin))
     return pm
+
+
+def _allowed() -> set[str] | None:
+    raw = os.environ.get(ALLOW_ENV)
+    if raw is None:
+        return None
+    return {x.strip() for x in raw.split(",") if x.strip()}
+
+
+def _load_entry_points(pm: pluggy.PluginManager) -> None:
+    allowed = _allowed()
+    for dist in importlib.metadata.distributions():
+        for ep in dist.entry_points:
+            if ep.group != ENTRY_POINT_GROUP or pm.has_plugin(ep.name) or pm.is_blocked(ep.name):
+                continue
+            dist_name = dist.metadata["name"] or "?"
+            if allowed is not None and ep.name not in allowed and dist_name not in allowed:
+                continue
+            pm.corl_dists[ep.name] = (dist_name, dist.version)
+            try:
+                plugin = ep.load()
+                register(pm, plugin, ep.name)
+            except Exception as exc:  # noqa: BLE001 - a broken package is reported by name and skipped
+                if pm.has_plugin(ep.name):
+                    pm.unregister(name=ep.name)
+                pm.corl_failed[ep.name] = f"{type(exc).__name__}: {_first_line(exc)} (distribution {dist_name})"
+
+
+def register(pm: pluggy.PluginManager, plugin: Any, name: str) -> None:
+    """Register ``plugin`` under ``name`` and validate its hooks now: a misspelled hook, a wrong
+    argument name, or a ``corl_*`` function without ``@corl.hookimpl`` is an error naming it."""
+    unmarked = [attr for attr in dir(plugin) if attr.startswith("corl_") and callable(getattr(plugin, attr, None))
+                and pm.parse_hookimpl_opts(plugin, attr) is None]
+    if unmarked:
+        raise PluginError(f"plugin {name!r}: {unmarked[0]} is not marked with @corl.hookimpl, so corl would never call it")
+    try:
+        pm.register(plugin, name=name)
+        pm.check_pending()
+    except (pluggy.PluginValidationError, ValueError) as exc:
+        if pm.has_plugin(name):
+            pm.unregister(name=name)
+        raise PluginError(f"plugin {name!r}: {_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _plugin_name(pm: pluggy.PluginManager, plugin: Any) -> str:
@@ -111,32 +215,61 @@ def _plugin_name(pm: pluggy.PluginManager, plugin: Any) -> str:
 
 
 def build_registry(pm: pluggy.PluginManager) -> Registry:
+    """Every plugin's components. A third-party entry-point plugin whose registration fails is
+    skipped (its partial registrations removed) and recorded; any other failure raises."""
     registry = Registry()
+    registry.failed.update(getattr(pm, "corl_failed", {}))
+    external = set(getattr(pm, "corl_dists", {}))
     for impl in pm.hook.corl_register_components.get_hookimpls():  # registration order
         registry.current_plugin = impl.plugin_name
-        impl.function(registry=registry)
+        before = (dict(registry._items), dict(registry._sections))
+        try:
+            impl.function(registry=registry)
+        except Exception as exc:  # noqa: BLE001
+            if impl.plugin_name not in external:
+                if isinstance(exc, PluginError):
+                    raise
+                raise PluginError(f"plugin {impl.plugin_name!r}: corl_register_components failed: "
+                                  f"{type(exc).__name__}: {_first_line(exc)}") from exc
+            registry._items, registry._sections = before
+            registry.failed[impl.plugin_name] = f"corl_register_components failed: {_first_line(exc)}"
     registry.current_plugin = "?"
     return registry
 
 
 def describe(pm: pluggy.PluginManager) -> list[dict[str, Any]]:
-    """What is installed: each plugin's name, distribution version and the hooks it implements."""
-    dists = {id(p): d for p, d in pm.list_plugin_distinfo()}
+    """What is installed: each plugin's name, its distribution and version, and the hooks it
+    implements; plugins that failed to load are listed with the reason."""
+    dists = getattr(pm, "corl_dists", {})
     rows = []
     for name, plugin in pm.list_name_plugin():
         if plugin is None:
             continue
-        dist = dists.get(id(plugin))
-        version = dist.version if dist is not None else _corl_version() if name.startswith("corl.") else ""
+        dist, version = dists.get(name, (DISTRIBUTION, corl_version()) if name.startswith("corl.") else ("", ""))
         hooks = sorted(h.name for h in pm.get_hookcallers(plugin) or ())
-        rows.append({"name": name, "version": version, "hooks": hooks})
+        rows.append({"name": name, "distribution": dist, "version": version, "hooks": hooks, "error": None})
+    for name, why in sorted(getattr(pm, "corl_failed", {}).items()):
+        dist, version = dists.get(name, ("", ""))
+        rows.append({"name": name, "distribution": dist, "version": version, "hooks": [], "error": why})
     return rows
 
 
-def _corl_version() -> str:
+def distributions(pm: pluggy.PluginManager) -> dict[str, str]:
+    """Loaded plugin distributions, name -> version (corl itself included)."""
+    out = {DISTRIBUTION: corl_version()}
+    for name, (dist, version) in getattr(pm, "corl_dists", {}).items():
+        if name not in getattr(pm, "corl_failed", {}):
+            out[dist] = version
+    return out
+
+
+DISTRIBUTION = "corl"  # the name corl installs under (its import name and command are `corl`)
+
+
+def corl_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("corl")
+        return version(DISTRIBUTION)
     except PackageNotFoundError:
         return "dev"

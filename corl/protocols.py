@@ -1,10 +1,20 @@
 """The component contract. Every kind is a small Protocol; a run talks to components only
-through these. Implementations are plain classes built from one frozen attrs config class."""
+through these. Implementations are plain classes built from one frozen attrs config class.
+
+Optional capabilities are declared here too, never probed ad hoc: a component states its *traits*
+as class attributes of its factory (a router's ``supervised`` / ``min_agents`` / ``check``, an
+observer's ``every_rank``, a verifier's ``bounded``), read once by :func:`traits` into the frozen
+classes below; a verifier that extracts whole batches implements :class:`BatchVerifier`. Hooks see
+a run through :class:`RunView`, not the run object itself.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+import attrs
 
 from corl.types import Prompt, PseudoLabel, Rollout, Vote
 
@@ -18,6 +28,16 @@ class AnswerVerifier(Protocol):
 
     def equivalent(self, a: Hashable, b: Hashable) -> bool:
         """True when ``a`` and ``b`` are the same answer (``1/2`` and ``0.5``)."""
+
+
+@runtime_checkable
+class BatchVerifier(AnswerVerifier, Protocol):
+    """A verifier that extracts a whole batch at once (a code verifier runs every program of the
+    batch in one sandbox call, on each prompt's ``test_inputs``); the run then never calls
+    ``extract`` one completion at a time."""
+
+    def extract_batch(self, prompts: Sequence[Prompt], texts: Sequence[Sequence[str]]) -> list[list[Hashable | None]]:
+        """``answers[p][s]`` for the completions ``texts[p][s]`` of ``prompts[p]``."""
 
 
 @runtime_checkable
@@ -75,10 +95,9 @@ class Aggregator(Protocol):
 
 @runtime_checkable
 class RewardRouter(Protocol):
-    """Decides whose pseudo-label rewards whom. ``supervised`` routers receive ground truth;
-    label-free ones are never handed it."""
-
-    supervised: bool
+    """Decides whose pseudo-label rewards whom. A router that declares ``supervised = True``
+    (:class:`RouterTraits`) receives ground truth, in a run declared supervised; a label-free one
+    is never handed it."""
 
     def route(
         self,
@@ -107,3 +126,116 @@ class Optimizer(Protocol):
 
     def load_state(self, path: str) -> None:
         """Restore the state written by ``save_state``."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Traits: optional capabilities, declared as class attributes of a component's factory
+
+
+@attrs.frozen
+class RouterTraits:
+    """``supervised``: the router reads ground-truth labels (a supervised baseline; the recipe must
+    declare ``run.supervised = true``, and only then is it handed the labels). ``min_agents``: the
+    fewest agents it can route between. ``check(config, agents)``: the router's own cross-checks of
+    a validated recipe's agents, returning one message per problem."""
+
+    supervised: bool = False
+    min_agents: int = 1
+    check: Callable[[Any, Sequence[Any]], Iterable[str]] | None = None
+
+
+@attrs.frozen
+class ObserverTraits:
+    """``every_rank``: in a several-process run, attach the observer on every rank (the final
+    export, the early stop), not only on the rank that writes the run's files."""
+
+    every_rank: bool = False
+
+
+@attrs.frozen
+class VerifierTraits:
+    """``bounded``: fast by construction (a regex over a short string, or a sandbox with its own
+    limits), so the run puts no time bound around its calls."""
+
+    bounded: bool = False
+
+
+#: the protocol each component kind must satisfy (observers are hook plugins instead)
+PROTOCOLS: dict[str, type] = {}  # filled below, once every protocol is defined
+
+TRAITS: dict[str, type] = {"router": RouterTraits, "observer": ObserverTraits, "verifier": VerifierTraits}
+
+
+def missing_members(obj: Any, protocol: type) -> list[str]:
+    """The members of ``protocol`` that ``obj`` lacks (what a one-line error should name)."""
+    names: set[str] = set()
+    for base in protocol.__mro__:
+        if base.__module__ in ("typing", "builtins") or not getattr(base, "_is_protocol", False):
+            continue
+        names |= {n for n in (*vars(base), *getattr(base, "__annotations__", {})) if not n.startswith("_")}
+    return sorted(n for n in names if not hasattr(obj, n))
+
+
+def traits(kind: str, declared_on: Any) -> Any:
+    """The traits a factory (or a component object) declares for ``kind``, as a frozen instance of
+    its traits class; undeclared ones take their defaults. Raises ``TypeError`` (one line, naming
+    the attribute) when a declaration has the wrong type."""
+    cls = TRAITS.get(kind)
+    if cls is None:
+        return None
+    values = {}
+    for field in attrs.fields(cls):
+        if not hasattr(declared_on, field.name):
+            continue
+        value = getattr(declared_on, field.name)
+        if field.name == "check":
+            if value is not None and not callable(value):
+                raise TypeError(f"{field.name} must be a function check(config, agents) -> problems, got {value!r}")
+        elif type(value) is not type(field.default):  # bool is not int here: min_agents = True is a mistake
+            raise TypeError(f"{field.name} must be {type(field.default).__name__}, got {value!r}")
+        values[field.name] = value
+    return cls(**values)
+
+
+# ---------------------------------------------------------------------------------------------
+# What hooks see of a run
+
+
+class AgentView(Protocol):
+    """One agent this process holds, with what serves it (``optimizer`` is None when frozen)."""
+
+    name: str
+    agent: Agent
+    sampler: Sampler
+    optimizer: Optimizer | None
+
+
+class LayoutView(Protocol):
+    """Where agents run (one process, or ranks of a launch)."""
+
+    rank: int
+    is_writer: bool  # this process writes the run's files (rank 0)
+
+    def leads(self, name: str) -> bool:
+        """True on the first rank of agent ``name``'s group (it evaluates and exports the agent)."""
+
+
+@runtime_checkable
+class RunView(Protocol):
+    """The run as hooks and observers see it: read-mostly. ``request_stop`` is the one action."""
+
+    spec: Any  # the validated recipe (corl.recipe.RunSpec)
+    output_dir: Path
+    start_step: int  # 0, or the checkpoint's step when resumed
+    agents: Sequence[AgentView]  # the agents this process holds
+    layout: LayoutView
+    evals: Mapping[int, Mapping[str, Mapping[str, float]]]  # step -> agent -> metric
+    warnings: Sequence[str]
+
+    def request_stop(self, reason: str) -> None:
+        """End the run after the current step (an observer's early stop); it evaluates and ends as
+        if that step were the last, and the summary records the step and ``reason``."""
+
+
+PROTOCOLS.update(task=Task, agent=Agent, sampler=Sampler, aggregator=Aggregator, router=RewardRouter,
+                 optimizer=Optimizer)

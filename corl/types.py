@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -22,7 +22,7 @@ class Prompt:
     outputs on them); ``solution``: a reference completion, the warm-start target where the label
     is not the text to write (a program, not its outputs).
     ``images`` (PIL images or image file paths) go with the text to a vision-language agent
-    (``corl.vision``); text tasks leave it empty.
+    (``corl.builtin.hf.vision``); text tasks leave it empty.
     """
 
     id: str
@@ -82,13 +82,27 @@ class StepMetrics:
     seconds: float
 
 
+class OneRank:
+    """The data-parallel group of an agent on one rank, as its optimizer sees it (``ctx.group``):
+    nothing to reduce. Several ranks get a real group from the run (corl.runtime.distributed)."""
+
+    size = 1
+
+    def sum(self, values: Sequence[float]) -> list[float]:
+        """Element-wise sum of small per-rank numbers over the group."""
+        return [float(v) for v in values]
+
+    def sum_gradients(self, params: Sequence[Any]) -> None:
+        """Replace every parameter's gradient by its sum over the group."""
+
+
 @attrs.frozen
 class Context:
     """What a component factory may draw on: injected by the run, never looked up globally.
 
     Every factory is called as ``factory(config, ctx)``. ``agent`` is set for samplers and
     optimizers (the agent they serve); ``task`` once the task is built. ``group`` is the agent's
-    data-parallel group (:class:`corl.distributed.Group`; None or one rank: nothing to reduce).
+    data-parallel group (:class:`corl.runtime.distributed.Group`; None or one rank: nothing to reduce).
     """
 
     spec: Any
@@ -97,4 +111,9 @@ class Context:
     task: Any = None
     agent: Any = None
     agent_name: str = ""
-    group: Any = None
+    group: Any = attrs.field(factory=OneRank)
+
+    def section(self, name: str) -> Any:
+        """The validated config of recipe section ``[name]`` that a plugin declared
+        (``registry.add_section``), e.g. the hf backend's ``[zoo]``."""
+        return self.spec.sections[name]

@@ -6,7 +6,7 @@ distinct answers per prompt falls (FINDINGS, "Three agents, three training seeds
 the three needs a label. The observer compares each trained agent's mean of the last
 ``window`` steps with the ``window`` before; when reward, agreement and diversity all move that
 way by the stated margins, it rolls every trained agent back to its weights from before the
-compared stretch (``restore``) and asks the run to stop (:meth:`corl.runner.Run.request_stop`).
+compared stretch (``restore``) and asks the run to stop (:meth:`corl.runtime.Run.request_stop`).
 
 Note that honest sharpening moves the same three numbers, more slowly: the thresholds decide
 how fast a trend must be to count as collusion (docs/results.md measures both regimes).

@@ -11,7 +11,7 @@ import json
 import shutil
 from pathlib import Path
 
-from corl.checkpoint import write_together
+from corl.atomic import write_together
 from corl.plugins import hookimpl
 from corl.types import NoConfig
 

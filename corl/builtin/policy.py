@@ -8,7 +8,6 @@ from pathlib import Path
 
 import attrs
 
-from corl.distributed import LOCAL_GROUP
 from corl.plugins import hookimpl
 from corl.types import Rollout
 
@@ -86,7 +85,7 @@ class PolicyGradient:
 
         self.config, self.agent, self.advantages = config, ctx.agent, advantages
         # the agent's data-parallel group: gradients and token counts add up over its ranks
-        self.group = ctx.group if ctx.group is not None else LOCAL_GROUP
+        self.group = ctx.group
         self.params = [p for p in self.agent.parameters() if p.requires_grad]
         self.optim = torch.optim.AdamW(self.params, lr=config.lr, weight_decay=config.weight_decay)
         if config.kl > 0:
@@ -104,7 +103,7 @@ class PolicyGradient:
         totals = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "entropy": 0.0}
         norms, n_tokens_seen, n_active, nonfinite = [], 0.0, 0, False
         for _ in range(cfg.epochs):
-            # The agent's own RNG stream (corl.rng): seeded by the run, saved in checkpoints.
+            # The agent's own RNG stream (corl.runtime.rng): seeded by the run, saved in checkpoints.
             order = torch.randperm(len(rows)) if cfg.minibatches > 1 else torch.arange(len(rows))
             # exactly `minibatches` updates, on every rank of a data-parallel group alike
             for mb in order.tensor_split(cfg.minibatches):

@@ -12,14 +12,14 @@ import pytest
 import torch
 
 import corl
-from corl.engines import EngineSamplerConfig, trainer_logprobs
+from corl.builtin.hf.engines import EngineSamplerConfig, trainer_logprobs
 from corl.errors import ConfigError, CorlError, TrainingError
 from corl.plugins import build_registry, make_plugin_manager
 from corl.recipe import load_recipe
+from corl.testing import TINY
 from corl.types import Context
-from tests.conftest import TINY
+from tests.kit import hf_agent as make_agent
 from tests.plugins import fakes
-from tests.unit.test_hf import make_agent
 
 
 def _plugin(name):
@@ -37,7 +37,7 @@ PLUGINS = {"vllm": (corl_vllm, "vllm_sampler", fakes.vllm_module, fakes.LLM),
 
 @pytest.fixture(scope="module")
 def task():
-    from corl.builtin.tasks import ArithmeticConfig, ArithmeticTask
+    from corl.builtin.tasks.arithmetic import ArithmeticConfig, ArithmeticTask
 
     return ArithmeticTask(ArithmeticConfig(seed_size=64, train_size=32, eval_size=8))
 
@@ -74,7 +74,7 @@ def test_both_plugins_register_through_the_entry_point_group_without_their_engin
             "{d['name']: d['version'] for d in describe(pm)}, [m for m in ('vllm', 'sglang') if m in sys.modules]]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"PATH": ""})
     samplers, versions, imported = json.loads(out.stdout)
-    assert samplers == {"hf": "corl.builtin.hf", "sglang": "sglang", "vllm": "vllm"}
+    assert samplers == {"hf": "corl.builtin.hf", "hf_vision": "corl.builtin.hf", "sglang": "sglang", "vllm": "vllm"}
     assert versions["vllm"] == "0.1.0" and versions["sglang"] == "0.1.0"
     assert imported == []  # the engines import only inside the samplers
     listed = subprocess.run([sys.executable, "-m", "corl.cli", "plugins"], capture_output=True, text=True)

@@ -11,7 +11,7 @@ import os
 import pytest
 import torch
 
-from corl.engines import EngineSamplerConfig
+from corl.builtin.hf.engines import EngineSamplerConfig
 from corl.types import Context
 
 KINDS = [k for k in ("vllm", "sglang") if importlib.util.find_spec(k) is not None]
@@ -19,18 +19,19 @@ pytestmark = pytest.mark.skipif(not (KINDS and torch.cuda.is_available()), reaso
 
 
 def make_agent(task, folder):
-    from corl.builtin.hf import HFAgent, HFAgentConfig
-    from tests.unit.test_hf import _Spec
+    from corl.builtin.hf.agent import HFAgent
+    from corl.builtin.hf.config import HFAgentConfig
+    from tests.kit import zoo_context
 
     model = folder or "zoo:llama-tiny"
     return HFAgent(HFAgentConfig(model=model, device="cuda", dtype="bfloat16" if folder else "float32"),
-                   Context(spec=_Spec(), seed=0, task=task, agent_name="gpu", log=print))
+                   zoo_context(task, "gpu"))
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_sample_step_sync_sleep_on_the_real_engine(kind, cache_dir):
     from corl.builtin.policy import GRPOConfig, grpo
-    from corl.builtin.tasks import ArithmeticConfig, ArithmeticTask
+    from corl.builtin.tasks.arithmetic import ArithmeticConfig, ArithmeticTask
     from corl.errors import TrainingError
 
     module = importlib.import_module(f"corl_{kind}")

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from corl.claims import is_claims_file, load_claims
 from corl.plugins import build_registry, make_plugin_manager
 from corl.recipe import load_recipe
+from corl.tools.claims import is_claims_file, load_claims
 
 ROOT = Path(__file__).resolve().parents[2]
 PAPER = ROOT / "recipes" / "paper"

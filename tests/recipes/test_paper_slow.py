@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TINY
+from corl.testing import TINY
 
 ROOT = Path(__file__).resolve().parents[2]
 PAPER = ROOT / "recipes" / "paper"

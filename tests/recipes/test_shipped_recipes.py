@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from corl.cli import shipped_recipes
-from tests.conftest import real_models_missing, tiny_for
+from corl.recipe.locate import shipped_recipes
+from corl.testing import tiny_for
+from tests.kit import real_models_missing
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,8 +21,8 @@ def test_shipped_recipe_runs_end_to_end(name, tmp_path, cache_dir):
     if missing:  # CI installs the real extra (tox.ini); a bare checkout may not have it
         pytest.skip(missing)
     out_dir = tmp_path / "run"
-    sets = [x for item in [*tiny_for(ROOT / "recipes" / f"{name}.toml"), f"run.output_dir={out_dir}"]
-            for x in ("--set", item)]
+    sets = [x for item in [*tiny_for(ROOT / "recipes" / f"{name}.toml"), f"run.output_dir={out_dir}",
+                           "run.checkpoint_every=1"] for x in ("--set", item)]
     res = subprocess.run([sys.executable, "-m", "corl.cli", "run", str(ROOT / "recipes" / f"{name}.toml"), *sets],
                          capture_output=True, text=True, env={**os.environ, "CORL_CACHE_DIR": str(cache_dir)},
                          timeout=600)
@@ -52,6 +53,23 @@ def test_shipped_recipe_runs_end_to_end(name, tmp_path, cache_dir):
         model = out_dir / "checkpoints" / "final" / name_
         assert (model / "model.safetensors").stat().st_size > 10_000 and (model / "tokenizer.json").exists()
 
+    # The optimizer really updates: a trained agent whose step-2 gradient was not zero has other
+    # weights after step 2 than after step 1 (whole-run checkpoints of both); a frozen one never moves.
+    from safetensors.torch import load_file
+
+    ckpt = out_dir / "checkpoints"
+    moved = 0
+    for name_ in agents:
+        if name_ in frozen:
+            assert not (ckpt / "step-000002" / "agents" / name_).exists()
+            continue
+        one, two = (load_file(ckpt / f"step-00000{k}" / "agents" / name_ / "model.safetensors") for k in (1, 2))
+        changed = any(not (one[key] == two[key]).all() for key in one)
+        assert changed == (train[1]["agents"][name_]["grad_norm"] > 0), name_
+        moved += changed
+    # (two prompts of a real model can give every sample one reward: no signal, rightly no update)
+    assert moved or name == "real_smollm2_gemma3", "no agent's weights changed in step 2"
+
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(str(out_dir / "tensorboard"))
@@ -79,5 +97,6 @@ def test_recipes_cli_lists_and_copies(tmp_path):
 def test_plugins_cli_lists_builtins_with_hooks():
     res = subprocess.run([sys.executable, "-m", "corl.cli", "plugins"], capture_output=True, text=True)
     assert res.returncode == 0
-    assert "corl.builtin.voting 0.1.0: corl_register_components" in res.stdout
+    assert "corl.builtin.voting (corl 0.1.0): corl_register_components" in res.stdout
+    assert "section    [zoo]" in res.stdout
     assert "router     ring" in res.stdout

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import corl
-from corl.engines import (
+from corl.builtin.hf.engines import (
     EngineSamplerConfig,
     SamplingRequest,
     device_index,
@@ -33,7 +33,7 @@ from corl.engines import (
 
 
 class SGLangEngine:
-    """The :class:`corl.engines.Engine` adapter around an ``sglang.Engine``."""
+    """The :class:`corl.builtin.hf.engines.Engine` adapter around an ``sglang.Engine``."""
 
     name = "SGLang"
 

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import corl
-from corl.engines import (
+from corl.builtin.hf.engines import (
     EngineSamplerConfig,
     SamplingRequest,
     device_index,
@@ -38,7 +38,7 @@ _ENGINES_IN_PROCESS: list[Any] = []
 
 
 class VLLMEngine:
-    """The :class:`corl.engines.Engine` adapter around a ``vllm.LLM``."""
+    """The :class:`corl.builtin.hf.engines.Engine` adapter around a ``vllm.LLM``."""
 
     name = "vLLM"
 

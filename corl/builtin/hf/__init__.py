@@ -1,0 +1,51 @@
+"""The Hugging Face backend, a built-in plugin like any other: transformers models as agents.
+
+Registered names: agent and sampler ``hf`` (causal LMs: :mod:`~corl.builtin.hf.agent`,
+:mod:`~corl.builtin.hf.sampler`) and ``hf_vision`` (image-text-to-text models:
+:mod:`~corl.builtin.hf.vision`); the ``[zoo]`` recipe section (how tiny ``zoo:`` models are
+warm-started: :mod:`~corl.builtin.hf.zoo`, :mod:`~corl.builtin.hf.vision_zoo`). Models come from
+one resolver (:mod:`~corl.builtin.hf.sources`); :mod:`~corl.builtin.hf.engines` is the bridge the
+vLLM and SGLang sampler plugins share. A third-party backend can be written by copying this package.
+
+Importing this module is cheap: torch and transformers load inside the factories.
+"""
+
+from __future__ import annotations
+
+from corl.builtin.hf.config import HFAgentConfig, HFSamplerConfig, HFVisionAgentConfig, ZooConfig
+from corl.plugins import hookimpl
+
+
+def make_agent(config: HFAgentConfig, ctx):
+    from corl.builtin.hf.agent import HFAgent
+
+    return HFAgent(config, ctx)
+
+
+def make_sampler(config: HFSamplerConfig, ctx=None):
+    from corl.builtin.hf.sampler import HFSampler
+
+    return HFSampler(config, ctx)
+
+
+def make_vision_agent(config: HFVisionAgentConfig, ctx):
+    from corl.builtin.hf.vision import VisionAgent
+
+    return VisionAgent(config, ctx)
+
+
+def make_vision_sampler(config: HFSamplerConfig, ctx=None):
+    from corl.builtin.hf.vision import VisionSampler
+
+    return VisionSampler(config, ctx)
+
+
+@hookimpl
+def corl_register_components(registry):
+    registry.add("agent", "hf", make_agent, HFAgentConfig, help="transformers causal LM")
+    registry.add("sampler", "hf", make_sampler, HFSamplerConfig, help="batched KV-cached decoding, one prefill per prompt")
+    registry.add("agent", "hf_vision", make_vision_agent, HFVisionAgentConfig,
+                 help="transformers image-text-to-text model (LLaVA, Idefics3, Qwen2-VL, ...)")
+    registry.add("sampler", "hf_vision", make_vision_sampler, HFSamplerConfig,
+                 help="batched generate with each row's image inputs")
+    registry.add_section("zoo", ZooConfig, help="how zoo: models are warm-started (every zoo: agent of the recipe)")

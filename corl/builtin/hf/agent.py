@@ -1,0 +1,175 @@
+"""The ``hf`` agent: a transformers causal LM whose update reads the sampled tokens' log-probs.
+
+Training log-probs are recomputed with explicit position ids (left padding; GPT-2 needs them), in
+chunks of positions so ``[rows, T, vocab]`` float logits never exist at once, and with the same
+temperature the sampler drew at, so the first policy ratio is exactly 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from corl.builtin.hf import sources, zoo
+from corl.builtin.hf.batch import SampleBatch
+from corl.builtin.hf.common import check_special_tokens, frozen_copy, load, load_weights, save_weights
+from corl.builtin.hf.config import HFAgentConfig, zoo_config_for
+from corl.builtin.hf.prompts import format_prompts
+from corl.errors import CorlError
+from corl.types import Prompt
+
+
+class HFAgent:
+    """A transformers causal LM and its tokenizer; the trainer of an ``hf`` agent."""
+
+    def __init__(self, config: HFAgentConfig, ctx):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # corl draws its own progress
+        self.name, self.config = ctx.agent_name, config
+        who = f"agent {self.name!r}"
+
+        def build_zoo(name: str):
+            seed = ctx.task.split("seed")
+            examples = [(p.text, str(p.label) if p.solution is None else p.solution) for p in seed]
+            return zoo.resolve(name, examples, zoo_config_for(config, ctx.section("zoo")), log=ctx.log)
+
+        try:
+            source = sources.resolve(config.model, log=ctx.log, zoo_builder=build_zoo)
+        except CorlError as exc:
+            raise CorlError(f"{who}: {exc}") from None
+        dtype, remote = getattr(torch, config.dtype), config.trust_remote_code
+        self.tokenizer = load(who, config.model, source,
+                              lambda: AutoTokenizer.from_pretrained(source, trust_remote_code=remote))
+        self.model = load(who, config.model, source, lambda: AutoModelForCausalLM.from_pretrained(
+            source, dtype=dtype, trust_remote_code=remote).to(config.device))
+        check_special_tokens(self.tokenizer, config.pad_token, who, config.model)
+        if config.gradient_checkpointing:
+            # transformers checkpoints layers only in train mode: switch dropout off for good, so
+            # train mode changes nothing else (training log-probs must match sampling ones).
+            for module in self.model.modules():
+                if isinstance(module, torch.nn.Dropout):
+                    module.p = 0.0
+                if isinstance(getattr(module, "attention_dropout", None), float):
+                    module.attention_dropout = 0.0
+            if hasattr(self.model, "activation_checkpointing_enable"):  # the name in newer transformers
+                self.model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            else:
+                self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if config.freeze_embeddings:
+            _freeze_embeddings(self.model, dtype, bf16=config.sample_dtype == config.train_dtype == "bfloat16")
+        self.model.eval()  # no dropout: training log-probs must match sampling ones
+        self.reference = None
+
+    def encode(self, texts: Sequence[str]):
+        """Tokenize prompts, left-padded, in this agent's prompt format (corl.builtin.hf.prompts)."""
+        cfg = self.config
+        texts, special = format_prompts(self.tokenizer, texts, cfg.prompt_format, cfg.prompt_template,
+                                        cfg.system_prompt, who=f"agent {self.name!r}")
+        return self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=special)
+
+    def token_counts(self, prompts: Sequence[Prompt]) -> list[int]:
+        """Each prompt's length in tokens, as :meth:`encode` makes it (no padding)."""
+        cfg = self.config
+        texts, special = format_prompts(self.tokenizer, [p.text for p in prompts], cfg.prompt_format,
+                                        cfg.prompt_template, cfg.system_prompt, who=f"agent {self.name!r}")
+        return [len(ids) for ids in self.tokenizer(texts, add_special_tokens=special)["input_ids"]]
+
+    def parameters(self):
+        return self.model.parameters()
+
+    def freeze_reference(self) -> None:
+        self.reference = frozen_copy(self.model)
+
+    def token_logprobs(self, batch: SampleBatch, rows, *, reference: bool = False):
+        import torch
+        from torch.utils.checkpoint import checkpoint
+
+        model = self.reference if reference else self.model
+        if model is None:
+            raise RuntimeError(f"agent {self.name!r}: reference log-probs asked before freeze_reference()")
+        mask = batch.attention_mask[rows]
+        # Left padding shifts absolute positions; GPT-2 needs them explicit (RoPE families don't care).
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        # The body's hidden states only; lm_head and the log-softmax run per chunk of positions,
+        # so [rows, T, vocab] float logits never exist at once (Gemma's vocabulary is 262k).
+        body = model.get_decoder() if hasattr(model, "get_decoder") else model.base_model
+        checkpointing = self.config.gradient_checkpointing and torch.is_grad_enabled() and not reference
+        model.train(checkpointing)  # (dropout is off; see __init__)
+        try:
+            with self.autocast("train"):
+                hidden = body(input_ids=batch.sequences[rows], attention_mask=mask, position_ids=positions,
+                              use_cache=False).last_hidden_state[:, batch.prompt_len - 1: -1]
+        finally:
+            model.eval()
+        target = batch.sequences[rows, batch.prompt_len:]
+        width = max(1, self.config.logprob_chunk_tokens // max(1, hidden.shape[0]))
+        logps, entropies = [], []
+        for start in range(0, hidden.shape[1], width):
+            args = (model, hidden[:, start:start + width], target[:, start:start + width], batch.temperature)
+            with self.autocast("train"):
+                if torch.is_grad_enabled():  # keep only the chunk's hidden states for backward; recompute the rest
+                    logp, entropy = checkpoint(_chunk_logprobs, *args, use_reentrant=False)
+                else:
+                    logp, entropy = _chunk_logprobs(*args)
+            logps.append(logp)
+            entropies.append(entropy)
+        return torch.cat(logps, 1), torch.cat(entropies, 1)
+
+    def autocast(self, phase: str):
+        """The matmul dtype of ``phase`` ("sample" or "train") as an autocast context."""
+        import contextlib
+
+        import torch
+
+        dtype = self.config.sample_dtype if phase == "sample" else self.config.train_dtype
+        if dtype == "float32" or dtype == self.config.dtype:  # (frozen embeddings may be bf16 already)
+            return contextlib.nullcontext()
+        return torch.autocast(self.model.device.type, dtype=getattr(torch, dtype))
+
+    def save(self, path: str) -> None:
+        self.model.save_pretrained(path)
+        self.tokenizer.save_pretrained(path)
+
+    def save_state(self, path: str) -> None:
+        save_weights(self.model, path)
+
+    def load_state(self, path: str) -> None:
+        load_weights(self.model, path)
+
+
+
+def _freeze_embeddings(model, dtype, *, bf16: bool) -> None:
+    """No gradients for the token embeddings (and a tied lm_head). Where every phase runs its
+    matmuls in bf16 anyway, they are also stored in bf16: autocast would otherwise cast the frozen
+    (not cached) float32 matrix to bf16 again at every lm_head call, a 336 MB transient per decode
+    step and per update chunk for Gemma 3's 262k x 640 matrix, besides holding it in float32. The
+    looked-up embeddings are cast back to the model's dtype, so the residual stream stays float32."""
+    import torch
+
+    for module in (model.get_input_embeddings(), model.get_output_embeddings()):
+        if module is None or not module.weight.requires_grad:
+            continue  # a tied lm_head is the input embedding's own parameter
+        module.weight.requires_grad_(False)
+        if bf16 and dtype == torch.float32:
+            module.weight.data = module.weight.data.to(torch.bfloat16)
+    embed = model.get_input_embeddings()
+    if embed.weight.dtype != dtype:
+        embed.register_forward_hook(lambda module, args, out: out.to(dtype))
+
+
+def _chunk_logprobs(model, hidden, target, temperature: float):
+    """Log-probs of ``target`` and the entropy at each position, from hidden states (float32 math)."""
+    import torch
+
+    logits = model.get_output_embeddings()(hidden).float()
+    cap = getattr(model.config, "final_logit_softcapping", None)
+    if cap:  # Gemma 2 caps its logits; the same transform generate applies
+        logits = torch.tanh(logits / cap) * cap
+    logp_all = (logits / temperature).log_softmax(-1)
+    logp = logp_all.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    with torch.no_grad():
+        entropy = -(logp_all.exp() * logp_all).sum(-1)
+    return logp, entropy
+

@@ -1,0 +1,55 @@
+"""The token-level payload of an hf rollout, and turning decoded tokens into a :class:`~corl.Rollout`.
+
+Shared by the text and vision-language samplers and by the engine bridge (vLLM / SGLang samples
+are packed into the same batch), so the agent and its optimizer train on every one alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from corl.builtin.hf.prompts import cut_at_stop
+from corl.types import Prompt, Rollout
+
+
+@attrs.frozen
+class SampleBatch:
+    """Token-level payload of a rollout, rows prompt-major (row = prompt * n + sample)."""
+
+    sequences: object  # [R, P + T] prompt (left-padded) + completion
+    attention_mask: object  # [R, P + T], zero on padding and after the first EOS
+    completion_mask: object  # [R, T], one up to and including the first EOS
+    old_logprobs: object  # [R, T] sampling-time log-probs at ``temperature``
+    prompt_len: int
+    temperature: float
+
+
+
+def rollout(agent, prompts: Sequence[Prompt], n: int, prompt_ids, prompt_mask, completion, logp, cmask,
+            temperature: float, stop: Sequence[str] = (), batch_cls=SampleBatch, **extra) -> Rollout:
+    """A rollout from decoded rows (prompt-major, ``row = prompt * n + sample``).
+
+    ``cmask`` marks each row's own tokens (up to and including the EOS or stop-string token that
+    ended it); log-probs outside it are zeroed, texts are decoded without EOS and padding and cut
+    at the first stop string, and confidence is the mean log-prob of a row's own tokens.
+    """
+    import torch
+
+    tok = agent.tokenizer
+    cmask = cmask.long()
+    logp = logp * cmask
+    lengths = cmask.sum(1)
+    body = completion.masked_fill((completion == tok.eos_token_id) | (cmask == 0), tok.pad_token_id)
+    texts = [cut_at_stop(t, stop) for t in tok.batch_decode(body, skip_special_tokens=True)]
+    conf = (logp.sum(1) / lengths.clamp(min=1)).tolist()
+    batch = batch_cls(sequences=torch.cat([prompt_ids, completion], 1),
+                      attention_mask=torch.cat([prompt_mask, cmask], 1), completion_mask=cmask,
+                      old_logprobs=logp, prompt_len=prompt_ids.shape[1], temperature=temperature, **extra)
+
+    def grid(values):
+        return tuple(tuple(values[p * n:(p + 1) * n]) for p in range(len(prompts)))
+
+    return Rollout(agent=agent.name, prompts=tuple(prompts), texts=grid(texts), lengths=grid(lengths.tolist()),
+                   confidences=grid(conf), batch=batch)

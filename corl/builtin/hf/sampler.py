@@ -1,0 +1,63 @@
+"""The ``hf`` sampler: a batched KV-cached decode loop over the agent's own transformers model.
+
+Sampling keeps the behaviour policy's log-probs (from the raw logits at the sampling
+temperature), so the optimizer's first ratio is exactly 1 and no extra forward pass is needed.
+Each prompt is prefilled once for its N samples (:func:`corl.builtin.hf.decode.decode`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from corl.builtin.hf.batch import rollout
+from corl.builtin.hf.common import check_length, serves
+from corl.builtin.hf.config import HFSamplerConfig
+from corl.builtin.hf.decode import StopAt, decode, warpers
+from corl.types import Prompt, Rollout
+
+
+class HFSampler:
+    """A batched decode loop with the KV cache; N samples per prompt, each prompt prefilled once."""
+
+    def __init__(self, config: HFSamplerConfig, ctx=None):
+        self.config = config
+        self._stops: dict[int, StopAt] = {}
+        if ctx is not None and ctx.agent is not None:
+            serves(ctx, "hf", text=True)
+            if ctx.task is not None:
+                check_length(ctx.agent, ctx.task, config.max_new_tokens)
+
+    def sample(self, agent, prompts: Sequence[Prompt], n: int, *, greedy: bool = False,
+               temperature: float | None = None) -> Rollout:
+        import torch
+
+        cfg, tok, model = self.config, agent.tokenizer, agent.model
+        temp = 1.0 if greedy else (temperature or cfg.temperature)
+        enc = agent.encode([p.text for p in prompts]).to(model.device)
+        eos, pad = tok.eos_token_id, tok.pad_token_id
+        shape = [] if greedy else warpers(cfg)
+        stop = self._stop_at(tok) if cfg.stop else None
+        per_call = max(1, cfg.batch_size // n)  # prompts per decode call: prompts x samples <= batch_size
+        pieces = []
+        with torch.no_grad(), agent.autocast("sample"):
+            for start in range(0, len(prompts), per_call):
+                ids = enc["input_ids"][start:start + per_call]
+                am = enc["attention_mask"][start:start + per_call]
+                pieces.append(decode(model, ids, am, n, cfg.max_new_tokens, temp, greedy, shape, eos, pad, stop))
+        width = max(c.shape[1] for c, _, _ in pieces)
+        pad_to = lambda t, value=0: torch.nn.functional.pad(t, (0, width - t.shape[1]), value=value)
+        completion = torch.cat([pad_to(c, pad) for c, _, _ in pieces])
+        logp = torch.cat([pad_to(lp) for _, lp, _ in pieces])
+        # One up to and including the token that ended the row (EOS, a stop string or the limit).
+        cmask = torch.cat([pad_to(m) for _, _, m in pieces])
+        return rollout(agent, prompts, n, enc["input_ids"].repeat_interleave(n, 0),
+                       enc["attention_mask"].repeat_interleave(n, 0), completion, logp, cmask, temp, cfg.stop)
+
+    def _stop_at(self, tokenizer) -> StopAt:
+        """One stop-string matcher per tokenizer (building one scans the whole vocabulary)."""
+        if id(tokenizer) not in self._stops:
+            self._stops[id(tokenizer)] = StopAt(tokenizer, self.config.stop)
+        return self._stops[id(tokenizer)]
+
+    def sync(self, agent) -> None:
+        """Sampling reads the trainer's own weights: nothing to push."""

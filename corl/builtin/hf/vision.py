@@ -1,0 +1,181 @@
+"""The ``hf_vision`` agent and sampler: transformers image-text-to-text models (LLaVA, Idefics3 /
+SmolVLM, Qwen2-VL, ...) and the tiny ones of :mod:`corl.builtin.hf.vision_zoo`.
+
+Prompts go through the model's own processor and chat template (``{"type": "image"}`` parts, then
+the text), one prompt at a time, so every row keeps its own image inputs (``pixel_values`` and
+whatever else the processor makes). Those inputs travel with the rollout and go to ``generate``
+and to the training forward pass alike, so the sampling-time log-probs and the recomputed ones
+score the same thing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from corl.builtin.hf import vision_zoo
+from corl.builtin.hf.batch import SampleBatch, rollout
+from corl.builtin.hf.common import (
+    check_length,
+    check_special_tokens,
+    frozen_copy,
+    load,
+    load_weights,
+    save_weights,
+    serves,
+)
+from corl.builtin.hf.config import HFSamplerConfig, HFVisionAgentConfig, zoo_config_for
+from corl.builtin.hf.vision_inputs import collate, encode_prompts, left_pad
+from corl.errors import CorlError
+from corl.types import Prompt, Rollout
+
+#: Config keys of placeholder tokens the processor expands; sampling never emits them.
+MEDIA_TOKEN_KEYS = ("image_token_id", "image_token_index", "video_token_id", "vision_start_token_id",
+                    "vision_end_token_id", "boi_token_id", "eoi_token_id")
+
+
+@attrs.frozen
+class VisionSampleBatch(SampleBatch):
+    """A :class:`SampleBatch` plus each row's image inputs (``images[row]``, a dict of tensors)."""
+
+    images: tuple = ()
+
+
+class VisionAgent:
+    """An image-text-to-text model with its processor: the ``hf_vision`` agent."""
+
+    def __init__(self, config: HFVisionAgentConfig, ctx):
+        import torch
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        self.name, self.config = ctx.agent_name, config
+        who = f"agent {self.name!r}"
+        source = config.model
+        if source.startswith("zoo:"):
+            zoo_config = zoo_config_for(config, ctx.section("zoo"))
+            source = str(vision_zoo.resolve(source[4:], ctx.task.split("seed"), zoo_config, log=ctx.log))
+        remote, errors = config.trust_remote_code, (OSError, ValueError, ImportError)
+        self.processor = load(who, config.model, source,
+                              lambda: AutoProcessor.from_pretrained(source, trust_remote_code=remote), errors)
+        self.model = load(who, config.model, source, lambda: AutoModelForImageTextToText.from_pretrained(
+            source, dtype=getattr(torch, config.dtype), trust_remote_code=remote).to(config.device), errors)
+        tok = self.tokenizer = self.processor.tokenizer
+        check_special_tokens(tok, config.pad_token, who, config.model)
+        template = getattr(self.processor, "chat_template", None)
+        if config.prompt_format == "chat" and not template:
+            raise CorlError(f"agent {self.name!r}: prompt_format = 'chat' but the processor has no chat template")
+        self.chat = config.prompt_format == "chat" or (config.prompt_format == "auto" and bool(template))
+        # Qwen2-VL-style multimodal RoPE computes its own 3-D positions from the image grid.
+        self.explicit_positions = not hasattr(getattr(self.model, "model", self.model), "get_rope_index")
+        # A sampled image placeholder would ask the model for an image it was never given.
+        config_ = self.model.config
+        self.media_tokens = sorted({t for key in MEDIA_TOKEN_KEYS
+                                    if isinstance(t := getattr(config_, key, None), int)})
+        self.model.eval()  # no dropout: training log-probs must match sampling ones
+        self.reference = None
+
+    def encode(self, prompts: Sequence[Prompt]):
+        """Left-padded ``input_ids`` / ``attention_mask`` and each prompt's image inputs."""
+        ids, images = encode_prompts(self.processor, prompts, self.chat)
+        input_ids, mask = left_pad(ids, self.tokenizer.pad_token_id)
+        return input_ids, mask, images
+
+    def parameters(self):
+        return self.model.parameters()
+
+    def token_counts(self, prompts: Sequence[Prompt]) -> list[int]:
+        """Each prompt's length in tokens, image tokens included (no padding)."""
+        return [len(ids) for ids in encode_prompts(self.processor, prompts, self.chat)[0]]
+
+    def freeze_reference(self) -> None:
+        self.reference = frozen_copy(self.model)
+
+    def forward_inputs(self, input_ids, attention_mask, images: Sequence[dict]) -> dict:
+        """Keyword arguments of the model's forward / generate for these rows."""
+        import torch
+
+        device = self.model.device
+        extra = {k: v.to(device) for k, v in collate(images).items()}
+        if "pixel_values" in extra:
+            extra["pixel_values"] = extra["pixel_values"].to(getattr(torch, self.config.dtype))
+        return {"input_ids": input_ids.to(device), "attention_mask": attention_mask.to(device), **extra}
+
+    def token_logprobs(self, batch: VisionSampleBatch, rows, *, reference: bool = False):
+        import torch
+
+        model = self.reference if reference else self.model
+        if model is None:
+            raise RuntimeError(f"agent {self.name!r}: reference log-probs asked before freeze_reference()")
+        mask = batch.attention_mask[rows]
+        inputs = self.forward_inputs(batch.sequences[rows], mask, [batch.images[int(r)] for r in rows])
+        if self.explicit_positions:
+            inputs["position_ids"] = (mask.cumsum(-1) - 1).clamp(min=0)
+        logits = model(**inputs).logits
+        logits = logits[:, batch.prompt_len - 1: -1].float() / batch.temperature
+        logp_all = logits.log_softmax(-1)
+        target = batch.sequences[rows, batch.prompt_len:]
+        logp = logp_all.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+        with torch.no_grad():
+            entropy = -(logp_all.exp() * logp_all).sum(-1)
+        return logp, entropy
+
+    def save(self, path: str) -> None:
+        self.model.save_pretrained(path)
+        self.processor.save_pretrained(path)
+
+    def save_state(self, path: str) -> None:
+        save_weights(self.model, path)
+
+    def load_state(self, path: str) -> None:
+        load_weights(self.model, path)
+
+
+class VisionSampler:
+    """Batched ``generate`` with each row's image inputs: the ``hf_vision`` sampler."""
+
+    def __init__(self, config: HFSamplerConfig, ctx=None):
+        self.config = config
+        if config.stop:
+            raise CorlError("sampler 'hf_vision': stop strings are not supported; leave sampler.stop empty")
+        if ctx is not None and ctx.agent is not None:
+            serves(ctx, "hf_vision", text=False)
+            if ctx.task is not None:
+                check_length(ctx.agent, ctx.task, config.max_new_tokens, shortlist=8)
+
+    def sample(self, agent: VisionAgent, prompts: Sequence[Prompt], n: int, *, greedy: bool = False,
+               temperature: float | None = None) -> Rollout:
+        import torch
+
+        cfg, tok = self.config, agent.tokenizer
+        temp = 1.0 if greedy else (temperature or cfg.temperature)
+        ids, mask, images = agent.encode(prompts)
+        prompt_ids, prompt_mask = ids.repeat_interleave(n, 0), mask.repeat_interleave(n, 0)
+        row_images = tuple(images[p] for p in range(len(prompts)) for _ in range(n))
+        eos, pad = tok.eos_token_id, tok.pad_token_id
+        pieces = []
+        with torch.no_grad():
+            for start in range(0, len(prompt_ids), cfg.batch_size):
+                chunk = slice(start, start + cfg.batch_size)
+                inputs = agent.forward_inputs(prompt_ids[chunk], prompt_mask[chunk], row_images[chunk])
+                out = agent.model.generate(
+                    **inputs, do_sample=not greedy, temperature=temp if not greedy else None,
+                    top_p=cfg.top_p if not greedy else None, top_k=cfg.top_k or None,
+                    max_new_tokens=cfg.max_new_tokens, pad_token_id=pad, eos_token_id=eos,
+                    suppress_tokens=agent.media_tokens or None, output_logits=True, return_dict_in_generate=True)
+                completion = out.sequences[:, prompt_ids.shape[1]:].cpu()
+                # Raw logits, not processed scores: top-p / min-length masks must not leak in.
+                logits = torch.stack(out.logits, 1).float().cpu() / temp
+                pieces.append((completion, logits.log_softmax(-1).gather(-1, completion.unsqueeze(-1)).squeeze(-1)))
+        width = max(c.shape[1] for c, _ in pieces)
+        completion = torch.cat([torch.nn.functional.pad(c, (0, width - c.shape[1]), value=pad) for c, _ in pieces])
+        logp = torch.cat([torch.nn.functional.pad(lp, (0, width - lp.shape[1])) for _, lp in pieces])
+        is_eos = completion == eos
+        cmask = (is_eos.cumsum(1) - is_eos.long()) == 0  # up to and including the first EOS
+        return rollout(agent, prompts, n, prompt_ids, prompt_mask, completion, logp, cmask, temp,
+                       batch_cls=VisionSampleBatch, images=row_images)
+
+    def sync(self, agent: VisionAgent) -> None:
+        """Sampling reads the trainer's own weights: nothing to push."""

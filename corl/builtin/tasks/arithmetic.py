@@ -1,0 +1,62 @@
+"""Built-in tasks: synthetic arithmetic with exact integer answers (the embedded default)."""
+
+from __future__ import annotations
+
+import random
+from typing import Literal
+
+import attrs
+
+from corl.builtin.tasks.answers import IntegerVerifier
+from corl.plugins import hookimpl
+from corl.types import Prompt
+
+
+@attrs.frozen
+class ArithmeticConfig:
+    kinds: tuple[Literal["add", "muladd"], ...] = attrs.field(
+        default=("add", "muladd"), metadata={"help": "problem kinds: add is a+b (0-99), muladd is a*b+c (a, b 0-9, c 0-99)"})
+    seed_size: int = attrs.field(default=4000, validator=attrs.validators.ge(0),
+                                 metadata={"help": "labeled examples for warm-starting zoo models"})
+    train_size: int = attrs.field(default=2048, validator=attrs.validators.ge(1),
+                                  metadata={"help": "unlabeled Co-RL prompts (labels kept hidden, for monitoring)"})
+    eval_size: int = attrs.field(default=1000, validator=attrs.validators.ge(0),
+                                 metadata={"help": "held-out labeled prompts for evaluation"})
+    seed: int = attrs.field(default=1234, metadata={"help": "which problems fall in which split"})
+
+
+def _problems(kind: str) -> list[tuple[str, int]]:
+    if kind == "add":
+        return [(f"{a}+{b}=", a + b) for a in range(100) for b in range(100)]
+    return [(f"{a}*{b}+{c}=", a * b + c) for a in range(10) for b in range(10) for c in range(100)]
+
+
+class ArithmeticTask:
+    """Disjoint seed / train / eval splits drawn from every problem of the chosen kinds."""
+
+    verifier = IntegerVerifier()
+
+    def __init__(self, config: ArithmeticConfig, ctx=None):
+        pool = [p for kind in dict.fromkeys(config.kinds) for p in _problems(kind)]
+        need = config.seed_size + config.train_size + config.eval_size
+        if need > len(pool):
+            from corl.errors import ConfigError
+
+            raise ConfigError(f"task: seed_size + train_size + eval_size = {need} exceeds the {len(pool)} "
+                              f"distinct problems of kinds {list(config.kinds)}")
+        random.Random(config.seed).shuffle(pool)
+        cuts = {"seed": (0, config.seed_size),
+                "train": (config.seed_size, config.seed_size + config.train_size),
+                "eval": (config.seed_size + config.train_size, need)}
+        self._splits = {name: tuple(Prompt(id=f"{name}-{i}", text=text, label=label)
+                                    for i, (text, label) in enumerate(pool[a:b]))
+                        for name, (a, b) in cuts.items()}
+
+    def split(self, name: str) -> tuple[Prompt, ...]:
+        return self._splits[name]
+
+
+@hookimpl
+def corl_register_components(registry):
+    registry.add("task", "arithmetic", ArithmeticTask, ArithmeticConfig,
+                 help="synthetic a+b and a*b+c with exact answers; seed / train / eval splits")

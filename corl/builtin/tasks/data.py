@@ -1,0 +1,232 @@
+"""Built-in task from data files: prompts (and labels) read from .jsonl or .parquet files."""
+
+from __future__ import annotations
+
+import json
+import string
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from corl.builtin.tasks.answers import IntegerVerifier, MathVerifier
+from corl.errors import CorlError
+from corl.plugins import hookimpl
+from corl.types import Prompt
+
+SPLITS = ("seed", "train", "eval")
+
+
+def _template(instance, attribute, value: str) -> None:
+    try:
+        fields = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
+    except ValueError:  # an unmatched brace
+        fields = set()
+    if fields != {"prompt"}:
+        raise ValueError("'template' must be a format string whose only field is {prompt} (write {{ for a brace)")
+
+
+@attrs.frozen
+class DataConfig:
+    train: str = attrs.field(metadata={
+        "help": "unlabeled training prompts: .jsonl, .parquet, or a folder saved by `datasets` save_to_disk "
+                "(DIR or DIR::SPLIT); relative to the recipe file; labels, if any, are used only for monitoring"})
+    eval: str | None = attrs.field(default=None, metadata={"help": "labeled held-out prompts for evaluation"})
+    seed: str | None = attrs.field(default=None, metadata={"help": "labeled prompts for warm-starting zoo models"})
+    prompt_field: str = attrs.field(default="question", metadata={"help": "the field holding the prompt"})
+    answer_field: str = attrs.field(default="answer", metadata={
+        "help": "the field holding the reference answer (e.g. a worked solution ending in '#### 42' or \\boxed{})"})
+    image_field: str | None = attrs.field(default=None, metadata={
+        "help": "the field naming the row's image file (or a list of them), relative to the data file; "
+                "for vision-language agents"})
+    template: str = attrs.field(default="{prompt}", validator=_template, metadata={
+        "help": "prompt text shown to the model: a Python format string with {prompt}"})
+    answers: Literal["math", "integer"] = attrs.field(default="math", metadata={
+        "help": "math: \\boxed{}, '#### N', 'The answer is' or the last number, compared with math-verify; "
+                "integer: the whole completion is an integer"})
+    on_bad_row: Literal["error", "skip"] = attrs.field(default="error", metadata={
+        "help": "a malformed row stops the run (error) or is skipped and counted (skip)"})
+    limit: int = attrs.field(default=0, validator=attrs.validators.ge(0),
+                             metadata={"help": "read at most this many prompts of each file (0: all)"})
+
+
+class _BadRow(Exception):
+    pass
+
+
+class DataTask:
+    """Splits read from the files the recipe names; ``skipped[split]`` counts rows skipped as bad."""
+
+    def __init__(self, config: DataConfig, ctx=None):
+        self.config = config
+        self.verifier = MathVerifier() if config.answers == "math" else IntegerVerifier()
+        self.skipped: dict[str, int] = {}
+        log = getattr(ctx, "log", None) or print
+        source = str(getattr(getattr(ctx, "spec", None), "source", "") or "")
+        # A recipe given as a table ("<recipe>") has no folder of its own.
+        base = Path(source).parent if source and not source.startswith("<") else Path.cwd()
+        paths = {split: base / Path(getattr(config, split)).expanduser() for split in SPLITS
+                 if getattr(config, split) is not None}
+        self._splits = {split: self._load(split, paths[split], log) if split in paths else () for split in SPLITS}
+        if not self._splits["train"]:
+            raise CorlError(f"task.train: {_show(paths['train'])} has no prompts")
+
+    def split(self, name: str) -> tuple[Prompt, ...]:
+        return self._splits[name]
+
+    def _load(self, split: str, path: Path, log) -> tuple[Prompt, ...]:
+        on_disk = Path(str(path).partition("::")[0])
+        if not on_disk.exists():
+            raise CorlError(f"task.{split}: no such file: {_show(on_disk)}")
+        prompts, skipped, first = [], 0, ""
+        self._folder = on_disk.parent if on_disk.is_file() else on_disk  # images are relative to the data
+        for line, row in _rows(split, path):
+            try:
+                prompts.append(self._prompt(split, line, row))
+            except _BadRow as exc:
+                message = f"{_show(path)}:{line}: {exc}"
+                if self.config.on_bad_row == "error":
+                    raise CorlError(message) from None
+                skipped, first = skipped + 1, first or message
+            if self.config.limit and len(prompts) >= self.config.limit:
+                break
+        if skipped:
+            self.skipped[split] = skipped
+            log(f"task.{split}: skipped {skipped} bad rows (on_bad_row = \"skip\"); first: {first}")
+        return tuple(prompts)
+
+    def _prompt(self, split: str, line: int, row: Any) -> Prompt:
+        c = self.config
+        if isinstance(row, _BadRow):
+            raise row
+        if not isinstance(row, dict):
+            raise _BadRow(f"not a JSON object: {_short(row)}")
+        if c.prompt_field not in row:
+            raise _BadRow(f"missing field {c.prompt_field!r} (fields: {', '.join(map(str, row)) or 'none'})")
+        text = row[c.prompt_field]
+        if isinstance(text, (dict, list)):
+            raise _BadRow(f"field {c.prompt_field!r} is not text: {_short(text)}")
+        if text is None or not str(text).strip():
+            raise _BadRow(f"empty prompt in field {c.prompt_field!r}")
+        answer, label = row.get(c.answer_field), None
+        if answer is not None:
+            label = self.verifier.extract(str(answer))
+        if label is None and split != "train":  # seed and eval exist to be scored against
+            if answer is None:
+                raise _BadRow(f"missing field {c.answer_field!r}; {split} rows need answers "
+                              f"(fields: {', '.join(map(str, row))})")
+            raise _BadRow(f"no {c.answers} answer found in field {c.answer_field!r}: {_short(answer)}")
+        images = _images(row, c.image_field, self._folder) if c.image_field else ()
+        return Prompt(id=f"{split}-{line}", text=c.template.format(prompt=text), label=label, images=images)
+
+
+def _images(row: dict, field: str, folder: Path) -> tuple[Any, ...]:
+    """The row's images: file paths, each checked to open as an image (a bad one is this row's error),
+    or images a saved `datasets` dataset decoded already."""
+    if field not in row:
+        raise _BadRow(f"missing image field {field!r} (fields: {', '.join(map(str, row))})")
+    names = row[field] if isinstance(row[field], list) else [row[field]]
+    paths = []
+    for name in names:
+        if hasattr(name, "getpixel"):  # a PIL image (a `datasets` Image column)
+            paths.append(name)
+            continue
+        if not isinstance(name, str) or not name.strip():
+            raise _BadRow(f"field {field!r} must name an image file (or a list of them), not {_short(name)}")
+        path = folder / Path(name).expanduser()
+        paths.append(str(path))
+        try:
+            from PIL import Image, UnidentifiedImageError
+
+            with Image.open(path) as image:
+                image.verify()
+        except FileNotFoundError:
+            raise _BadRow(f"image {name!r} (field {field!r}): no such file {_show(path)}") from None
+        except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+            reason = "not an image" if isinstance(exc, UnidentifiedImageError) else f"unreadable image ({exc})"
+            raise _BadRow(f"image {name!r} (field {field!r}): {reason}: {_show(path)}") from None
+    return tuple(paths)
+
+
+def _rows(split: str, path: Path) -> Iterator[tuple[int, Any]]:
+    """(line or row number, row) pairs; a line that is not JSON comes as a :class:`_BadRow`."""
+    suffix = path.suffix.lower()
+    if path.is_dir() or "::" in path.name:
+        yield from _saved_dataset(split, path)
+    elif suffix == ".jsonl":
+        try:
+            f = path.open("rb")  # bytes, so that a bad encoding is one bad line, named by its number
+        except OSError as exc:
+            raise CorlError(f"task.{split}: cannot read {_show(path)}: {exc.strerror}") from None
+        with f:
+            for i, raw in enumerate(f, 1):
+                try:
+                    text = raw.decode("utf-8").strip()
+                except UnicodeDecodeError as exc:
+                    yield i, _BadRow(f"not UTF-8 text (byte {exc.start + 1})")
+                    continue
+                if not text:
+                    continue
+                try:
+                    yield i, json.loads(text)
+                except json.JSONDecodeError as exc:
+                    yield i, _BadRow(f"not JSON: {exc.msg} (column {exc.colno})")
+    elif suffix == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise CorlError(f"task.{split}: reading {_show(path)} needs pyarrow (pip install pyarrow)") from None
+        try:
+            batches = pq.ParquetFile(path).iter_batches(batch_size=1024)
+            i = 0
+            for batch in batches:
+                for row in batch.to_pylist():
+                    i += 1
+                    yield i, row
+        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+            raise CorlError(f"task.{split}: cannot read {_show(path)}: {exc}") from None
+    else:
+        raise CorlError(f"task.{split}: {_show(path)}: unsupported file type {suffix or '(none)'!r}; "
+                        "use .jsonl or .parquet")
+
+
+def _saved_dataset(split: str, path: Path) -> Iterator[tuple[int, Any]]:
+    """A `datasets` dataset saved with ``save_to_disk``: ``DIR`` (one Dataset) or ``DIR::SPLIT``
+    (one split of a saved DatasetDict). Loaded from local disk only."""
+    folder, _, name = str(path).partition("::")
+    try:
+        import datasets
+    except ImportError:
+        raise CorlError(f"task.{split}: {_show(Path(folder))} is a folder; reading a saved `datasets` dataset "
+                        "needs the datasets package (pip install 'corl[data]')") from None
+    try:
+        loaded = datasets.load_from_disk(folder)
+    except (FileNotFoundError, ValueError) as exc:
+        raise CorlError(f"task.{split}: {_show(Path(folder))}: not a dataset saved with save_to_disk ({exc})") from None
+    if isinstance(loaded, datasets.DatasetDict):
+        if name not in loaded:
+            raise CorlError(f"task.{split}: {_show(Path(folder))} holds splits {', '.join(loaded)}; "
+                            f"name one as {folder}::SPLIT")
+        loaded = loaded[name]
+    for i, row in enumerate(loaded, 1):
+        yield i, row
+
+
+def _show(path: Path) -> str:
+    """The path as short as it can be said unambiguously: relative to the working directory if inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path.resolve())
+
+
+def _short(value: Any, n: int = 60) -> str:
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+@hookimpl
+def corl_register_components(registry):
+    registry.add("task", "jsonl", DataTask, DataConfig,
+                 help="prompts from .jsonl / .parquet files (train unlabeled; seed and eval labeled)")

@@ -1,0 +1,21 @@
+"""Recipes: TOML -> a frozen :class:`RunSpec`, validated whole before any model loads.
+
+* :mod:`~corl.recipe.schema`: the core sections and the validated spec;
+* :mod:`~corl.recipe.overrides`: reading files, ``--set key.path=value``;
+* :mod:`~corl.recipe.structure`: the strict structurer (key paths in every message);
+* :mod:`~corl.recipe.validate`: components, cross-checks, ``load_recipe``;
+* :mod:`~corl.recipe.resume`: what a resumed run may change; the resolved recipe as JSON.
+
+Nothing here imports torch.
+"""
+
+from corl.recipe.overrides import apply_overrides, read_toml
+from corl.recipe.resume import RESUMABLE_CHANGES, differences, to_dict
+from corl.recipe.schema import AgentSpec, ComponentSpec, EvalSection, RunSection, RunSpec, VotingSpec
+from corl.recipe.structure import Errors, structure
+from corl.recipe.validate import load_recipe, router_traits, validate
+
+__all__ = [
+    "RESUMABLE_CHANGES", "AgentSpec", "ComponentSpec", "Errors", "EvalSection", "RunSection", "RunSpec", "VotingSpec",
+    "apply_overrides", "differences", "load_recipe", "read_toml", "router_traits", "structure", "to_dict", "validate",
+]

@@ -1,0 +1,112 @@
+"""The recipe's shape: the core sections as frozen attrs classes, and the validated ``RunSpec``.
+
+A component table (``[task]``, ``[topology]``, ``[voting]``, each agent's own table and its
+``sampler`` / ``optimizer``) picks a registered component by ``type``; its other keys are that
+component's config class. Plugins add their own top-level sections (``registry.add_section``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+H = "help"
+
+
+def _output_template(value: str) -> None:
+    try:
+        value.format(name="x")
+    except (KeyError, IndexError, ValueError):
+        raise ValueError("the only placeholder allowed is {name}; write {{ and }} for braces") from None
+
+
+@attrs.frozen
+class RunSection:
+    name: str = attrs.field(default="corl", metadata={H: "run name; used in the default output dir"})
+    steps: int = attrs.field(default=40, validator=attrs.validators.ge(0), metadata={H: "training steps"})
+    seed: int = attrs.field(default=0, metadata={H: "seed of data order, sampling and tie-breaks"})
+    prompts_per_step: int = attrs.field(default=32, validator=attrs.validators.ge(1),
+                                        metadata={H: "unlabeled prompts each agent samples per step"})
+    output_dir: str = attrs.field(default="runs/{name}", validator=lambda i, a, value: _output_template(value),
+                                  metadata={H: "where metrics, logs and checkpoints go ({name}: the run name)"})
+    threads: int = attrs.field(default=0, validator=attrs.validators.ge(0),
+                               metadata={H: "torch CPU threads (0: all cores)"})
+    supervised: bool = attrs.field(default=False, metadata={
+        H: "declare the run supervised: required for (and only allowed with) a router that reads labels"})
+    observers: tuple[str, ...] = attrs.field(default=("console", "jsonl", "tensorboard", "checkpoint"),
+                                             metadata={H: "observer plugins to attach, by name"})
+    plugins: tuple[str, ...] = attrs.field(default=(), metadata={
+        H: "plugin distributions the recipe needs, e.g. [\"corl-vllm\"] or [\"corl-vllm>=0.2\"]; checked at validation"})
+    checkpoint_every: int = attrs.field(default=20, validator=attrs.validators.ge(0), metadata={
+        H: "write a whole-run checkpoint every N steps (0: only on SIGINT / SIGTERM)"})
+    keep_checkpoints: int = attrs.field(default=2, validator=attrs.validators.ge(1),
+                                        metadata={H: "how many of the newest checkpoints to keep"})
+    answer_timeout: float = attrs.field(default=2.0, validator=attrs.validators.ge(0), metadata={
+        H: "seconds one answer extraction or comparison may take; past it, no answer (0: no bound)"})
+    max_nonfinite: int = attrs.field(default=3, validator=attrs.validators.ge(1), metadata={
+        H: "stop after this many consecutive non-finite (skipped) updates of one agent"})
+    collective_timeout: float = attrs.field(default=600.0, validator=attrs.validators.gt(0), metadata={
+        H: "several processes: seconds a rank waits for the others at an exchange; past it the run stops"})
+
+
+@attrs.frozen
+class EvalSection:
+    size: int = attrs.field(default=500, validator=attrs.validators.ge(0),
+                            metadata={H: "held-out labeled prompts (0 turns evaluation off)"})
+    k: int = attrs.field(default=8, validator=attrs.validators.ge(1), metadata={H: "samples per prompt for pass@1 and maj@k"})
+    temperature: float = attrs.field(default=1.0, validator=attrs.validators.gt(0), metadata={H: "sampling temperature of the k samples"})
+    every: int = attrs.field(default=0, validator=attrs.validators.ge(0),
+                             metadata={H: "evaluate every N steps (0: only before and after)"})
+
+
+@attrs.frozen
+class ComponentSpec:
+    """A component chosen by registered name plus its validated config."""
+
+    type: str
+    config: Any
+    factory: Any = None  # set only for an import-path type (CORL_ALLOW_IMPORT_PATHS)
+
+
+@attrs.frozen
+class AgentSpec:
+    name: str
+    agent: ComponentSpec
+    sampler: ComponentSpec
+    optimizer: ComponentSpec
+    frozen: bool = False  # samples and votes (e.g. as a judge) but is never updated
+    ranks: tuple[int, ...] = ()  # several processes: the ranks that serve this agent (see corl.runtime.distributed)
+
+
+@attrs.frozen
+class VotingSpec:
+    aggregator: ComponentSpec
+    n_votes: int
+    n_train: int
+
+
+@attrs.frozen
+class RunSpec:
+    run: RunSection
+    task: ComponentSpec
+    agents: tuple[AgentSpec, ...]
+    voting: VotingSpec
+    topology: ComponentSpec
+    eval: EvalSection
+    source: str = ""
+    observers: tuple[ComponentSpec, ...] = ()  # [observers.NAME] tables: configured observers (attached too)
+    sections: Mapping[str, Any] = attrs.field(factory=dict)  # plugin-declared sections, e.g. the hf backend's [zoo]
+
+    @property
+    def output_dir(self) -> Path:
+        return Path(self.run.output_dir.format(name=self.run.name))
+
+    def agent_names(self) -> list[str]:
+        return [a.name for a in self.agents]
+
+
+DEFAULT_TYPES = {"task": "arithmetic", "agent": "hf", "sampler": "hf", "optimizer": "grpo",
+                 "aggregator": "majority", "router": "ring"}

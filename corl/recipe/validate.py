@@ -1,0 +1,265 @@
+"""A parsed recipe -> a validated :class:`RunSpec`, every mistake collected with its key path.
+
+Each message names the TOML key path, the bad value and the valid choices; nothing here imports
+torch, so ``corl validate`` is instant and a recipe error costs no model load.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from corl.errors import ConfigError
+from corl.plugins import CORE_SECTIONS, Registry
+from corl.protocols import RouterTraits, traits
+from corl.recipe.schema import DEFAULT_TYPES, AgentSpec, ComponentSpec, EvalSection, RunSection, RunSpec, VotingSpec
+from corl.recipe.structure import Errors, convert, join, structure
+from corl.types import NoConfig
+
+IMPORT_PATHS_ENV = "CORL_ALLOW_IMPORT_PATHS"
+AGENT_KEYS = ("name", "sampler", "optimizer", "frozen", "ranks")
+
+
+def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
+             distributions: Mapping[str, str] | None = None) -> RunSpec:
+    """Validate a whole recipe; raise :class:`ConfigError` listing every mistake.
+
+    ``distributions`` (name -> version) are the plugin distributions loaded, for ``run.plugins``.
+    """
+    errors = Errors()
+    if not isinstance(data, Mapping):
+        raise ConfigError("a recipe must be a TOML table")
+    sections = {s.name: s for s in registry.sections()}
+    for key in data:
+        if key not in CORE_SECTIONS and key not in sections:
+            errors.add(join("", key), f"unknown section; valid: {', '.join([*CORE_SECTIONS, *sections])}")
+    run = structure(RunSection, data.get("run", {}), "run", errors)
+    ev = structure(EvalSection, data.get("eval", {}), "eval", errors)
+    own = {name: structure(s.config_cls, data.get(name, {}), name, errors) for name, s in sections.items()}
+    task = _component(registry, "task", data.get("task"), "task", errors)
+    topology = _component(registry, "router", data.get("topology"), "topology", errors)
+    aggregator, n_votes, n_train = _voting(registry, data.get("voting", {}), errors)
+    agents, raw_agents = _agents(registry, data.get("agents"), errors)
+    if topology is not None and run is not None:
+        _check_router(router_traits(registry, topology), topology, run, agents, len(raw_agents), errors)
+    if run is not None:
+        for i, name in enumerate(run.observers):
+            if not registry.has("observer", name):
+                errors.add(f"run.observers[{i}]", f"unknown observer {name!r}; available: "
+                                                  f"{', '.join(registry.names('observer'))}{registry.hint()}")
+        _check_plugins(run.plugins, distributions, registry, errors)
+    observers = _observer_tables(registry, data.get("observers", {}), errors)
+    if errors:
+        raise ConfigError(*errors)
+    return RunSpec(run=run, task=task, agents=tuple(agents), voting=VotingSpec(aggregator, n_votes, n_train),
+                   topology=topology, eval=ev, source=source, observers=observers, sections=own)
+
+
+def router_traits(registry: Registry, topology: ComponentSpec) -> RouterTraits:
+    """What the chosen router's factory declares (supervised, min_agents, check)."""
+    if topology.factory is not None:  # an import path: read off the factory itself
+        return traits("router", topology.factory)
+    return registry.get("router", topology.type).traits
+
+
+def _check_router(declared: RouterTraits, topology: ComponentSpec, run: RunSection, agents: list[AgentSpec],
+                  n_raw: int, errors: Errors) -> None:
+    if n_raw < declared.min_agents:
+        errors.add("topology.type", f"{topology.type!r} needs at least {declared.min_agents} agents, the recipe has "
+                                    f"{n_raw}; use 'self' for a single agent")
+    # a router's own cross-checks, once every agent validated (a partial list would mislead)
+    if declared.check is not None and len(agents) == n_raw:
+        for problem in declared.check(topology.config, agents):
+            errors.add("topology", problem)
+    if agents and all(a.frozen for a in agents):
+        errors.add("agents", "every agent is frozen: nothing would train")
+    if declared.supervised and not run.supervised:
+        errors.add("topology.type", f"{topology.type!r} rewards with ground-truth labels; declare it with run.supervised = true")
+    if run.supervised and not declared.supervised:
+        errors.add("run.supervised", f"true, but topology {topology.type!r} is label-free; "
+                                     "set it to false or use a supervised router (ground_truth)")
+
+
+def _voting(registry: Registry, data: Any, errors: Errors) -> tuple[ComponentSpec | None, int | None, int | None]:
+    aggregator = _component(registry, "aggregator", data, "voting", errors, skip=("n_votes", "n_train"))
+    if not isinstance(data, Mapping):
+        return aggregator, None, None
+    n_votes = convert(int, data.get("n_votes", 8), "voting.n_votes", errors)
+    n_train = convert(int, data.get("n_train", n_votes), "voting.n_train", errors)
+    if isinstance(n_votes, int) and n_votes < 1:
+        errors.add("voting.n_votes", f"invalid value {n_votes}: must be >= 1")
+    if isinstance(n_train, int) and n_train < 2:
+        errors.add("voting.n_train", f"invalid value {n_train}: must be >= 2 (group baselines need two samples)")
+    if isinstance(n_votes, int) and isinstance(n_train, int) and n_train > n_votes:
+        errors.add("voting.n_train", f"invalid value {n_train}: must be <= voting.n_votes ({n_votes}); "
+                                     "trained samples are a subset of the voting ones")
+    return aggregator, n_votes, n_train
+
+
+def _agents(registry: Registry, raw_agents: Any, errors: Errors) -> tuple[list[AgentSpec], list[Any]]:
+    agents: list[AgentSpec] = []
+    if not isinstance(raw_agents, list) or not raw_agents:
+        errors.add("agents", "expected at least one [[agents]] table")
+        raw_agents = []
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(raw_agents):
+        path = f"agents[{i}]"
+        if not isinstance(raw, Mapping):
+            errors.add(path, f"expected a table, got {raw!r}")
+            continue
+        name = raw.get("name")
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            errors.add(f"{path}.name", f"expected a name of letters, digits, '_', '-' or '.', got {name!r}")
+        elif name in seen:
+            errors.add(f"{path}.name", f"duplicate agent name {name!r} (also agents[{seen[name]}]); names must be unique")
+        else:
+            seen[name] = i
+        agent = _component(registry, "agent", raw, path, errors, skip=AGENT_KEYS)
+        sampler_data = raw.get("sampler")
+        if agent is not None and registry.has("sampler", agent.type) and not (
+                isinstance(sampler_data, Mapping) and "type" in sampler_data):
+            # an agent type that has a sampler of its own name samples with it by default (hf_vision)
+            sampler_data = {**(sampler_data if isinstance(sampler_data, Mapping) else {}), "type": agent.type}
+        sampler = _component(registry, "sampler", sampler_data, f"{path}.sampler", errors)
+        optimizer = _component(registry, "optimizer", raw.get("optimizer"), f"{path}.optimizer", errors)
+        frozen = convert(bool, raw.get("frozen", False), f"{path}.frozen", errors)
+        ranks = _ranks(raw.get("ranks", []), f"{path}.ranks", errors)
+        if None not in (agent, sampler, optimizer, frozen, ranks) and isinstance(name, str):
+            agents.append(AgentSpec(name, agent, sampler, optimizer, frozen, ranks))
+    placed = [i for i, raw in enumerate(raw_agents) if isinstance(raw, Mapping) and raw.get("ranks")]
+    if placed and len(placed) != len(raw_agents):
+        unplaced = next(i for i in range(len(raw_agents)) if i not in placed)
+        errors.add(f"agents[{unplaced}].ranks", f"missing; agents[{placed[0]}] names its ranks, so every agent must")
+    return agents, raw_agents
+
+
+def _component(registry: Registry, kind: str, data: Any, path: str, errors: Errors,
+               skip: tuple[str, ...] = (), type_key: str = "type") -> ComponentSpec | None:
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        errors.add(path, f"expected a table, got {data!r}")
+        return None
+    name = data.get(type_key, DEFAULT_TYPES[kind])
+    if isinstance(name, str) and ":" in name:
+        return _import_path_component(name, data, join(path, type_key), errors, (type_key, *skip))
+    if not isinstance(name, str) or not registry.has(kind, name):
+        errors.add(join(path, type_key),
+                   f"unknown {kind} {name!r}; available: {', '.join(registry.names(kind))}{registry.hint()}")
+        return None
+    component = registry.get(kind, name)
+    config = structure(component.config_cls, data, path, errors, skip=(type_key, *skip))
+    return None if config is None else ComponentSpec(name, config)
+
+
+def _import_path_component(name: str, data: Mapping[str, Any], path: str, errors: Errors,
+                           skip: tuple[str, ...]) -> ComponentSpec | None:
+    """``type = "package.module:Factory"``: refused unless ``CORL_ALLOW_IMPORT_PATHS=1``, because a
+    recipe would otherwise run arbitrary code on import. The factory's attrs ``Config`` (if any)
+    validates the table's other keys."""
+    if not os.environ.get(IMPORT_PATHS_ENV):
+        errors.add(path, f"{name!r} is an import path; recipes name registered components only "
+                         f"(see `corl plugins`), or set {IMPORT_PATHS_ENV}=1 to allow import paths")
+        return None
+    module_name, _, attr = name.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        errors.add(path, f"cannot import {name!r}: {exc}")
+        return None
+    config_cls = factory.Config if hasattr(factory, "Config") else NoConfig
+    config = structure(config_cls, data, path.rpartition(".")[0], errors, skip=skip)
+    return None if config is None else ComponentSpec(name, config, factory)
+
+
+def _observer_tables(registry: Registry, data: Any, errors: Errors) -> tuple[ComponentSpec, ...]:
+    """``[observers.NAME]``: an observer's settings; a configured observer is attached to the run."""
+    if not isinstance(data, Mapping):
+        errors.add("observers", f"expected tables [observers.NAME], got {data!r}")
+        return ()
+    out = []
+    for name, body in data.items():
+        if not registry.has("observer", name):
+            errors.add(join("observers", name), f"unknown observer {name!r}; available: "
+                                                f"{', '.join(registry.names('observer'))}{registry.hint()}")
+            continue
+        config = structure(registry.get("observer", name).config_cls, body, join("observers", name), errors)
+        if config is not None:
+            out.append(ComponentSpec(name, config))
+    return tuple(out)
+
+
+def _ranks(value: Any, path: str, errors: Errors) -> tuple[int, ...] | None:
+    """``agents[i].ranks``: distinct non-negative process ranks (empty: placed automatically)."""
+    before = len(errors)
+    ranks = convert(tuple[int, ...], value, path, errors)
+    if len(errors) > before:
+        return None
+    bad = [r for r in ranks if r < 0]
+    if bad:
+        errors.add(path, f"invalid rank {bad[0]}: ranks are >= 0")
+        return None
+    if len(set(ranks)) != len(ranks):
+        errors.add(path, f"invalid value {list(ranks)!r}: a rank is listed twice")
+        return None
+    return ranks
+
+
+def _check_plugins(required: tuple[str, ...], distributions: Mapping[str, str] | None, registry: Registry,
+                   errors: Errors) -> None:
+    """``run.plugins``: each named distribution (optionally with a version specifier) is loaded."""
+    if not required or distributions is None:
+        return
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    loaded = {canonicalize_name(name): version for name, version in distributions.items()}
+    for i, text in enumerate(required):
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            errors.add(f"run.plugins[{i}]", f"invalid value {text!r}: expected a distribution name, e.g. 'corl-vllm' "
+                                            "or 'corl-vllm>=0.2'")
+            continue
+        version = loaded.get(canonicalize_name(req.name))
+        if version is None:
+            failed = [f"{name!r} failed to load: {why}" for name, why in registry.failed.items()]
+            why = "; ".join(failed) if failed else ("not installed, or not loaded (see `corl plugins`, "
+                                                    "CORL_PLUGINS, CORL_DISABLE_PLUGIN_AUTOLOAD)")
+            errors.add(f"run.plugins[{i}]", f"the recipe needs plugin distribution {req.name!r}: {why}")
+        elif req.specifier and not req.specifier.contains(version, prereleases=True):
+            errors.add(f"run.plugins[{i}]", f"the recipe needs {text!r}, but {req.name} {version} is installed")
+
+
+def load_recipe(path: Any, overrides: list[str] = (), registry: Registry | None = None,
+                source: str | None = None, *, distributions: Mapping[str, str] | None = None) -> RunSpec:
+    """Read, override and validate a recipe (a path or an already-parsed table; ``source`` names
+    where a table came from, so that relative paths in it resolve against that file)."""
+    from corl.recipe.overrides import apply_overrides, read_toml
+
+    if registry is None:
+        from corl.plugins import build_registry, make_plugin_manager
+        from corl.plugins import distributions as loaded
+
+        pm = make_plugin_manager()
+        registry, distributions = build_registry(pm), loaded(pm)
+    if isinstance(path, Mapping):
+        data, source = _deepcopy(path), source or "<recipe>"
+    else:
+        data, source = read_toml(path), str(path)
+    data = apply_overrides(data, list(overrides))
+    try:
+        return validate(data, registry, source, distributions=distributions)
+    except ConfigError as exc:
+        raise ConfigError(*(f"{source}: {p}" for p in exc.problems)) from None
+
+
+def _deepcopy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _deepcopy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deepcopy(v) for v in value]
+    return value

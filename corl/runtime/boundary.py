@@ -1,0 +1,83 @@
+"""Checks at the boundary between the run and a component: what a sampler, an aggregator, a router
+or an optimizer returns is checked for shape, type and finiteness where it comes back, and a
+violation is one line naming the component and its plugin (:class:`corl.errors.PluginError`,
+exit status 2), not a traceback deep inside the next component.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from corl.errors import PluginError
+from corl.types import PseudoLabel, Rollout, Vote
+
+
+def _count(value: Any) -> str:
+    return f"{len(value)}" if isinstance(value, Sequence) else type(value).__name__
+
+
+def check_rollout(rollout: Any, prompts: Sequence[Any], n: int, who: str) -> None:
+    if not isinstance(rollout, Rollout):
+        raise PluginError(f"{who} returned {type(rollout).__name__}, expected a corl.Rollout")
+    if len(rollout.texts) != len(prompts) or any(len(row) != n for row in rollout.texts):
+        shape = [len(row) for row in rollout.texts][:4]
+        raise PluginError(f"{who} returned completions for {len(rollout.texts)} prompts ({shape}...), expected "
+                          f"{len(prompts)} prompts x {n} samples")
+    for name, grid in (("lengths", rollout.lengths), ("confidences", rollout.confidences)):
+        if len(grid) != len(prompts) or any(len(row) != n for row in grid):
+            raise PluginError(f"{who} returned a Rollout whose {name} are not {len(prompts)} x {n}")
+
+
+def check_labels(labels: Any, votes: Sequence[Sequence[Vote]], agent: str, who: str) -> None:
+    if not isinstance(labels, Sequence) or len(labels) != len(votes):
+        raise PluginError(f"{who} returned {_count(labels)} pseudo-labels for agent {agent!r}'s {len(votes)} prompts; "
+                          "expected one corl.PseudoLabel per prompt")
+    for p, label in enumerate(labels):
+        if not isinstance(label, PseudoLabel):
+            raise PluginError(f"{who} returned {type(label).__name__} for prompt {p} of agent {agent!r}; "
+                              "expected a corl.PseudoLabel")
+        if not (isinstance(label.share, numbers.Real) and 0.0 <= label.share <= 1.0):
+            raise PluginError(f"{who} returned a pseudo-label share of {label.share!r} (prompt {p}, agent {agent!r}); "
+                              "expected a number in [0, 1]")
+
+
+def check_rewards(rewards: Any, votes: Mapping[str, Sequence[Sequence[Vote]]], who: str) -> set[str]:
+    """Rewards must be ``rewards[agent][prompt][sample]``: every agent, every prompt, one real
+    number per voting sample. Returns the agents given a non-finite reward (their update is
+    skipped and counted like a non-finite loss)."""
+    if not isinstance(rewards, Mapping):
+        raise PluginError(f"{who} returned {type(rewards).__name__}; expected rewards per agent, "
+                          "{agent: [[reward per sample] per prompt]}")
+    missing = [name for name in votes if name not in rewards]
+    extra = [name for name in rewards if name not in votes]
+    if missing or extra:
+        raise PluginError(f"{who} returned rewards for agents {sorted(map(str, rewards))}, expected {sorted(votes)}")
+    nonfinite = set()
+    for name, per_prompt in votes.items():
+        rows = rewards[name]
+        if not isinstance(rows, Sequence) or len(rows) != len(per_prompt):
+            raise PluginError(f"{who} returned {_count(rows)} reward rows for agent {name!r}, expected one per prompt "
+                              f"({len(per_prompt)})")
+        for p, (row, vs) in enumerate(zip(rows, per_prompt)):
+            if not isinstance(row, Sequence) or len(row) != len(vs):
+                raise PluginError(f"{who} returned {_count(row)} rewards for prompt {p} of agent {name!r}, expected "
+                                  f"one per sample ({len(vs)})")
+            for s, value in enumerate(row):
+                if not isinstance(value, numbers.Real):
+                    raise PluginError(f"{who} returned reward {value!r} (agent {name!r}, prompt {p}, sample {s}); "
+                                      "expected a number")
+                if not math.isfinite(value):
+                    nonfinite.add(name)
+    return nonfinite
+
+
+def check_update(metrics: Any, who: str) -> dict[str, float]:
+    """An optimizer step's metrics: a mapping of names to numbers."""
+    if not isinstance(metrics, Mapping) or not all(isinstance(k, str) and isinstance(v, numbers.Real)
+                                                   for k, v in metrics.items()):
+        raise PluginError(f"{who} returned {type(metrics).__name__} from step(); expected a dict of metric "
+                          "names to numbers")
+    return {k: float(v) for k, v in metrics.items()}

@@ -1,0 +1,120 @@
+"""Building a run's components from a validated recipe (or taking objects an embedding program
+hands in), checking each against its protocol where it is made.
+
+Objects handed in are checked before anything is built, so a wrong object costs no model load.
+The label guard holds for objects as for registered factories: a router reads ground truth only
+when it declares ``supervised = True`` and the recipe declares ``run.supervised = true``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from corl.errors import ConfigError, CorlError, PluginError
+from corl.plugins import Registry
+from corl.protocols import PROTOCOLS, missing_members, traits
+from corl.recipe import ComponentSpec, RunSpec, router_traits
+from corl.types import Context
+
+
+@attrs.define
+class AgentSlot:
+    """An agent with the sampler and optimizer that serve it (``optimizer`` None: frozen)."""
+
+    name: str
+    agent: Any
+    sampler: Any
+    optimizer: Any
+
+
+def check_given(spec: RunSpec, given: Mapping[str, Any]) -> None:
+    """Objects passed to ``corl.run`` (``task=``, ``aggregator=``, ``router=``): each must satisfy its
+    protocol, and a router object is held to the recipe's label guard and its own traits."""
+    for kind, obj in given.items():
+        if obj is None:
+            continue
+        missing = missing_members(obj, PROTOCOLS[kind])
+        if missing:
+            raise ConfigError(f"{kind}= object {type(obj).__name__}: not a corl {PROTOCOLS[kind].__name__}: it has no "
+                              f"{', '.join(missing)} (see corl.protocols.{PROTOCOLS[kind].__name__})")
+    router = given.get("router")
+    if router is None:
+        return
+    try:
+        declared = traits("router", router)
+    except TypeError as exc:
+        raise ConfigError(f"router= object {type(router).__name__}: {exc}") from None
+    _label_guard(spec, declared.supervised, f"router= object {type(router).__name__}")
+    if len(spec.agents) < declared.min_agents:
+        raise ConfigError(f"router= object {type(router).__name__} needs at least {declared.min_agents} agents, the "
+                          f"recipe has {len(spec.agents)}")
+    for problem in declared.check(spec.topology.config, spec.agents) if declared.check else ():
+        raise ConfigError(f"router= object {type(router).__name__}: {problem}")
+
+
+def _label_guard(spec: RunSpec, supervised: bool, who: str) -> None:
+    if supervised and not spec.run.supervised:
+        raise ConfigError(f"{who} declares supervised = True (it reads ground-truth labels), but the recipe is "
+                          "label-free; declare a supervised baseline with run.supervised = true")
+    if spec.run.supervised and not supervised:
+        raise ConfigError(f"{who} is label-free, but the recipe declares run.supervised = true")
+
+
+class Builder:
+    """Calls factories as ``factory(config, ctx)`` and checks what they return."""
+
+    def __init__(self, registry: Registry):
+        self.registry = registry
+
+    def __call__(self, kind: str, spec: ComponentSpec, ctx: Context) -> Any:
+        component = self.registry.get(kind, spec.type) if spec.factory is None else None
+        factory = spec.factory or component.factory
+        who = f"{kind} {spec.type!r} (plugin {component.plugin if component else 'import path'})"
+        try:
+            built = factory(spec.config, ctx)
+        except CorlError:
+            raise
+        except Exception as exc:
+            raise RuntimeError(f"{who} failed to build: {exc}") from exc
+        missing = missing_members(built, PROTOCOLS[kind]) if kind in PROTOCOLS else []
+        if missing:
+            raise PluginError(f"{who} built a {type(built).__name__} without {', '.join(missing)} "
+                              f"(see corl.protocols.{PROTOCOLS[kind].__name__})")
+        return built
+
+    def router(self, spec: RunSpec, ctx: Context) -> Any:
+        """The recipe's router; what the built object declares must match what its factory did."""
+        router = self(kind="router", spec=spec.topology, ctx=ctx)
+        declared = router_traits(self.registry, spec.topology)
+        try:
+            own = traits("router", router)
+        except TypeError as exc:
+            raise PluginError(f"router {spec.topology.type!r}: {exc}") from None
+        if own.supervised != declared.supervised:
+            raise PluginError(f"router {spec.topology.type!r}: its factory declares supervised = {declared.supervised} "
+                              f"but the router it built declares {own.supervised}; declare it on the factory")
+        _label_guard(spec, own.supervised, f"router {spec.topology.type!r}")
+        return router
+
+
+def observers(spec: RunSpec, registry: Registry, ctx: Context, is_writer: bool) -> list[tuple[str, Any]]:
+    """The observers to attach: ``run.observers`` and every ``[observers.NAME]`` table. Observers
+    report for the whole run from rank 0; an ``every_rank`` one (the final export) runs on each."""
+    configured = {c.type: c.config for c in spec.observers}
+    out = []
+    for name in dict.fromkeys([*spec.run.observers, *configured]):
+        component = registry.get("observer", name)
+        if not (is_writer or component.traits.every_rank):
+            continue
+        config = configured.get(name) or component.config_cls()  # defaults when no table
+        try:
+            out.append((name, component.factory(config, ctx)))
+        except CorlError:
+            raise
+        except Exception as exc:
+            raise PluginError(f"observer {name!r} (plugin {component.plugin}) failed to build: "
+                              f"{type(exc).__name__}: {exc}") from exc
+    return out

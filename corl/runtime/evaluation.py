@@ -1,0 +1,72 @@
+"""Held-out evaluation: greedy accuracy, pass@1 averaged over k samples, maj@k and pass@k."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from corl.protocols import Agent, Aggregator, AnswerVerifier, Sampler
+from corl.runtime.cohort import pairwise
+from corl.runtime.rng import fixed, stream_seed
+from corl.runtime.verify import extract_all
+from corl.types import Prompt, Rollout, Vote
+
+
+def votes_of(rollout: Rollout, verifier: AnswerVerifier) -> list[list[Vote]]:
+    """One vote per completion: its extracted answer, its agent and its sampling confidence."""
+    answers = extract_all(verifier, rollout.prompts, rollout.texts)
+    return [[Vote(a, rollout.agent, c) for a, c in zip(row, confs)]
+            for row, confs in zip(answers, rollout.confidences)]
+
+
+def evaluate(agent: Agent, sampler: Sampler, verifier: AnswerVerifier, prompts: Sequence[Prompt],
+             aggregator: Aggregator, k: int, temperature: float) -> tuple[dict[str, float], list[Any]]:
+    """Score ``agent`` on labeled ``prompts``; maj@k votes through ``aggregator``.
+
+    Returns the scores and the agent's greedy answers (for cohort diagnostics).
+    """
+    if not prompts:
+        return {}, []
+
+    greedy = sampler.sample(agent, prompts, 1, greedy=True)
+    sampled = sampler.sample(agent, prompts, k, temperature=temperature)
+    votes = votes_of(sampled, verifier)  # each answer extracted once
+    hits = [[v.answer is not None and verifier.equivalent(v.answer, p.label) for v in vs]
+            for p, vs in zip(prompts, votes)]
+    labels = aggregator.aggregate(votes, verifier)  # maj@k under the run's voting rule (and its gates)
+    n = len(prompts)
+    rates = [sum(h) / k for h in hits]
+    answers = [row[0] for row in extract_all(verifier, greedy.prompts, [texts[:1] for texts in greedy.texts])]
+    return {
+        "greedy": sum(a is not None and verifier.equivalent(a, p.label) for a, p in zip(answers, prompts)) / n,
+        "pass@1": sum(rates) / n,
+        # sampling standard error of pass@1 on these prompts (what re-evaluating the same model moves)
+        "pass@1_se": (sum(r * (1 - r) / (k - 1) for r in rates) ** 0.5 / n) if k > 1 else 0.0,
+        f"maj@{k}": sum(lab.answer is not None and verifier.equivalent(lab.answer, p.label)
+                        for p, lab in zip(prompts, labels)) / n,
+        f"pass@{k}": sum(any(h) for h in hits) / n,
+        "length": sum(sum(ls) for ls in sampled.lengths) / (n * k),
+    }, answers
+
+
+def evaluate_run(run, step: int) -> dict[str, dict[str, float]]:
+    """Score every agent of ``run`` on its held-out prompts (each agent's first rank scores it),
+    exchange the results, compute the cohort matrices and tell the observers."""
+    if not run.eval_prompts:
+        return {}
+    local = {}
+    for slot in run.agents:
+        if run.layout.leads(slot.name):
+            # common random numbers: the same draw at every evaluation (corl.runtime.rng.fixed)
+            with fixed(stream_seed(run.spec.run.seed, f"{slot.name}/eval")):
+                local[slot.name] = evaluate(slot.agent, slot.sampler, run.verifier, run.eval_prompts,
+                                            run.aggregator, run.spec.eval.k, run.spec.eval.temperature)
+        else:
+            local[slot.name] = None
+    gathered = run.layout.gather(local, f"step {step}: exchanging evaluations")
+    results = {name: per_rank[0][0] for name, per_rank in gathered.items()}
+    answers = {name: per_rank[0][1] for name, per_rank in gathered.items()}
+    cohort = pairwise(answers, run.verifier, [p.label for p in run.eval_prompts])
+    run.state.evals[step], run.state.cohorts[step] = results, cohort
+    run.pm.hook.corl_on_eval_end(run=run.view, step=step, results=results, cohort=cohort)
+    return results

@@ -1,0 +1,66 @@
+"""Health checks of a label-free run: the failure modes it is known for, watched step by step.
+
+Collapse shows as no reward variance or no entropy; collusion as one pseudo-label shared by
+unrelated prompts (FINDINGS). Each symptom is reported once per agent, after it lasted
+``PATIENCE`` steps in a row. Skipped (non-finite) updates are counted per agent; the run stops
+after ``run.max_nonfinite`` in a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+#: consecutive steps a symptom must last before it is reported
+PATIENCE = 5
+
+
+@attrs.define
+class Health:
+    streaks: dict[tuple[str, str], int] = attrs.field(factory=dict)
+    warned: set[tuple[str, str]] = attrs.field(factory=set)
+    warnings: list[str] = attrs.field(factory=list)
+    nonfinite: dict[str, int] = attrs.field(factory=dict)  # consecutive skipped updates per agent
+
+    def check(self, step: int, metrics: Mapping[str, Mapping[str, float]], prompts_per_step: int) -> list[str]:
+        """New warnings for this step (also kept in ``warnings``)."""
+        new = []
+        for name, m in metrics.items():
+            symptoms = {
+                "reward_std": m["reward_std"] < 1e-3,
+                "entropy": m.get("active_fraction", 0) > 0 and m.get("entropy", 1.0) < 0.02,
+                "collusion": m["label_mode_share"] > 0.5 and prompts_per_step >= 8,
+            }
+            for symptom, present in symptoms.items():
+                key = (name, symptom)
+                self.streaks[key] = self.streaks.get(key, 0) + 1 if present else 0
+                if self.streaks[key] == PATIENCE and key not in self.warned:
+                    self.warned.add(key)
+                    text = {"reward_std": "reward std ~0 (every sample of every prompt rewarded alike): no "
+                                          "learning signal; collapse?",
+                            "entropy": "policy entropy ~0: sampling has collapsed onto single answers",
+                            "collusion": f"{m['label_mode_share']:.0%} of prompts share one pseudo-label: agents "
+                                         "converging on a constant answer (collusion?); lower the learning rate"}[symptom]
+                    new.append(f"warning: step {step}: agent {name!r}: {text} ({PATIENCE} steps in a row)")
+        self.warnings.extend(new)
+        return new
+
+    def count_nonfinite(self, metrics: Mapping[str, Mapping[str, float]]) -> dict[str, int]:
+        """Agents whose update this step was skipped, with how many in a row."""
+        skipped = {}
+        for name, m in metrics.items():
+            self.nonfinite[name] = self.nonfinite.get(name, 0) + 1 if m.get("nonfinite") else 0
+            if self.nonfinite[name]:
+                skipped[name] = self.nonfinite[name]
+        return skipped
+
+    def to_json(self) -> dict[str, Any]:
+        return {"streaks": [[*k, v] for k, v in self.streaks.items()], "warned": sorted(self.warned),
+                "warnings": list(self.warnings)}
+
+    @classmethod
+    def from_json(cls, health: Mapping[str, Any], nonfinite: Mapping[str, int]) -> Health:
+        return cls(streaks={(a, b): v for a, b, v in health["streaks"]}, warned={tuple(k) for k in health["warned"]},
+                   warnings=list(health["warnings"]), nonfinite=dict(nonfinite))

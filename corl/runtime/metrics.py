@@ -1,0 +1,60 @@
+"""A step's metrics per agent, from the exchanged votes, pseudo-labels and rewards.
+
+Everything here is computed the same on every rank. Hidden labels give monitoring metrics only
+(``label_accuracy``, ``reward_accuracy``, ``train_accuracy``); they never reach a label-free router.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from corl.protocols import AnswerVerifier
+from corl.types import PseudoLabel, Vote
+
+#: per-rank metrics that add up over an agent's ranks (the rest are averaged)
+SUMMED_METRICS = ("verify_timeouts",)
+
+
+def vote_metrics(votes: Sequence[Sequence[Vote]], labels: Sequence[PseudoLabel], rewards: Sequence[Sequence[float]],
+                 truth: Sequence[Any], verifier: AnswerVerifier, n_train: int) -> dict[str, float]:
+    """One agent's label-free metrics (and, where every prompt has a label, monitoring ones)."""
+    train_rewards = [r[:n_train] for r in rewards]
+    flat = [x for r in train_rewards for x in r]
+    finite = [x for x in flat if math.isfinite(x)]
+    m = {
+        "reward_mean": statistics.fmean(finite) if finite else float("nan"),
+        "reward_std": statistics.pstdev(finite) if finite else float("nan"),
+        "label_share": statistics.fmean(lab.share for lab in labels),
+        "answered": statistics.fmean(v.answer is not None for vs in votes for v in vs),
+        # label-free answer diversity: distinct answers per prompt (falls when sampling collapses)
+        "distinct_answers": statistics.fmean(len({v.answer for v in vs if v.answer is not None}) for vs in votes),
+        "label_mode_share": mode_share([lab.answer for lab in labels]),
+    }
+    if truth and all(t is not None for t in truth):
+        m["label_accuracy"] = statistics.fmean(lab.answer is not None and verifier.equivalent(lab.answer, t)
+                                               for lab, t in zip(labels, truth))
+        correct = [[float(v.answer is not None and verifier.equivalent(v.answer, t)) for v in vs[:n_train]]
+                   for vs, t in zip(votes, truth)]
+        m["reward_accuracy"] = statistics.fmean(float(r == c) for rs, cs in zip(train_rewards, correct)
+                                                for r, c in zip(rs, cs))
+        m["train_accuracy"] = statistics.fmean(x for cs in correct for x in cs)
+    return m
+
+
+def merge_ranks(per_rank: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """One agent's metrics from the ranks of its group (one rank: unchanged)."""
+    if len(per_rank) == 1:
+        return dict(per_rank[0])
+    return {k: (sum if k in SUMMED_METRICS else statistics.fmean)([m[k] for m in per_rank]) for k in per_rank[0]}
+
+
+def mode_share(answers: Sequence[Any]) -> float:
+    """Share of prompts whose pseudo-label is the batch's most common one (exact match)."""
+    counts: dict[Any, int] = {}
+    for a in answers:
+        if a is not None:
+            counts[a] = counts.get(a, 0) + 1
+    return max(counts.values(), default=0) / max(len(answers), 1)

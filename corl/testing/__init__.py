@@ -1,0 +1,186 @@
+"""A test kit for plugin authors, as pytest's ``pytester`` and tox's ``tox_project`` serve theirs;
+corl's own tests use it too.
+
+In a ``conftest.py``: ``pytest_plugins = ["corl.testing"]``. Then:
+
+* :func:`run_tiny` / the ``corl_run`` fixture: a real run of a few steps in a temp folder, with your
+  plugin objects registered for that run only (inline plugins), on :class:`FakePlugin`'s agents;
+* :class:`FakePlugin`: a ``fake`` agent, sampler and optimizer, a tabular softmax policy per prompt
+  over its right answer and a few wrong ones, updated by REINFORCE. No model, milliseconds a
+  step, deterministic under the run's seed: routers, aggregators and observers can be tested
+  against a policy that really learns from their rewards;
+* :func:`context`: a ``Context`` for calling a factory by hand;
+* :func:`install_plugin` / the ``installed_plugin`` fixture: a plugin *distribution* made from
+  source text and found through entry points, as ``pip install`` would, so that loading,
+  allow-lists and broken packages can be tested (the ``broken_plugin`` fixture is one whose
+  import fails);
+* :data:`TINY` and :func:`tiny_for`: overrides that shrink a shipped recipe to seconds;
+  :func:`outcome`: a finished run's summary, metrics and final weights without timings, to compare
+  two runs exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from corl.testing.dists import BROKEN_PLUGIN, install_plugin, uninstall_plugin
+from corl.testing.fakes import FakeAgent, FakeAgentConfig, FakeOptimizer, FakeOptimizerConfig, FakePlugin, FakeSampler
+from corl.types import Context
+
+#: Overrides that shrink any shipped recipe to seconds on 2 cores.
+TINY = [
+    "run.steps=2", "run.prompts_per_step=8", "zoo.steps=20", "task.seed_size=256", "task.train_size=64",
+    "task.eval_size=32", "eval.size=16", "eval.k=4", "voting.n_votes=4", "voting.n_train=4",
+]
+#: TINY's task.* keys are the arithmetic (and shapes) task's; other task types shrink their data their own way.
+TINY_TASK = {"jsonl": ["task.limit=256"],
+             "expressions": ["task.seed_size=128", "task.train_size=16", "task.eval_size=16"]}
+#: Real pretrained models (recipes with pypi: agents): two steps of 2 prompts x 4 samples.
+TINY_REAL = ["run.steps=2", "run.prompts_per_step=2", "voting.n_votes=4", "voting.n_train=4", "task.train_size=4",
+             "task.eval_size=2", "eval.size=2", "eval.k=4"]
+
+
+def tiny_for(recipe: str | Path) -> list[str]:
+    """:data:`TINY`, adapted to a recipe file's task type and agents."""
+    data = tomllib.loads(Path(recipe).read_text())
+    agents = data.get("agents", [])
+    if any(str(a.get("model", "")).startswith("pypi:") for a in agents):
+        return TINY_REAL + [f"agents[{i}].sampler.max_new_tokens=12" for i in range(len(agents))]
+    task = data.get("task", {}).get("type", "arithmetic")
+    own = [f"agents[{i}].zoo_steps=20" for i, a in enumerate(agents) if "zoo_steps" in a]  # outranks zoo.steps
+    if task in ("arithmetic", "shapes"):
+        return TINY + own
+    return [x for x in TINY if not x.startswith("task.")] + TINY_TASK.get(task, []) + own
+
+
+def base_recipe() -> dict[str, Any]:
+    """Two zoo agents of two families in a ring: the smallest recipe of real models."""
+    return {
+        "run": {"steps": 3},
+        "agents": [{"name": "a", "model": "zoo:llama-tiny"}, {"name": "b", "model": "zoo:qwen2-tiny"}],
+        "voting": {"n_votes": 8, "n_train": 4},
+        "topology": {"type": "ring"},
+    }
+
+
+def fake_recipe(agents: int = 3, **changes: Any) -> dict[str, Any]:
+    """A recipe of ``agents`` fake agents on the arithmetic task in a ring; ``changes`` are
+    ``--set``-style key paths (``fake_recipe(**{"run.steps": 5})``)."""
+    from corl.recipe import apply_overrides
+
+    data = {
+        "run": {"name": "tiny", "steps": 3, "prompts_per_step": 8, "observers": ["jsonl"], "threads": 1},
+        "task": {"type": "arithmetic", "seed_size": 0, "train_size": 64, "eval_size": 32},
+        "agents": [{"name": f"fake{i}", "type": "fake", "accuracy": 0.4 + 0.1 * i, "optimizer": {"type": "fake"}}
+                   for i in range(agents)],
+        "voting": {"n_votes": 8, "n_train": 8},
+        "topology": {"type": "ring" if agents > 1 else "self"},
+        "eval": {"size": 32, "k": 4},
+    }
+    return apply_overrides(data, [f"{k}={json.dumps(v) if isinstance(v, str) else _toml(v)}"
+                                  for k, v in changes.items()])
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value)
+
+
+def run_tiny(output_dir: str | Path, recipe: Mapping[str, Any] | str | Path | None = None,
+             overrides: Sequence[str] = (), plugins: Sequence[Any] = (), **components: Any) -> dict[str, Any]:
+    """Run ``recipe`` (default :func:`fake_recipe`) into ``output_dir`` with ``plugins`` registered for
+    this run only (and :class:`FakePlugin`); returns the summary."""
+    from corl.runtime import run
+
+    recipe = fake_recipe() if recipe is None else recipe
+    return run(recipe, [*overrides, f"run.output_dir={json.dumps(str(output_dir))}"],
+               plugins=[FakePlugin(), *plugins], **components)
+
+
+def context(*, agent_name: str = "a", task: Any = None, agent: Any = None, seed: int = 0,
+            sections: Mapping[str, Any] | None = None, log: Any = None) -> Context:
+    """A :class:`~corl.types.Context` for calling a component factory by hand, with plugin
+    sections (e.g. ``{"zoo": ZooConfig(steps=5)}``) where a component reads them."""
+    spec = _SpecStub(dict(sections or {}))
+    return Context(spec=spec, seed=seed, log=log or (lambda message: None), task=task, agent=agent,
+                   agent_name=agent_name)
+
+
+@attrs.frozen
+class _SpecStub:
+    sections: dict[str, Any]
+
+
+def outcome(out: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """A finished run's summary, metrics records and final weights, without wall-clock timings."""
+    from safetensors.torch import load_file
+
+    out = Path(out)
+    summary = json.loads((out / "summary.json").read_text())
+    summary.pop("seconds")
+    records = []
+    for line in (out / "metrics.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        rec.pop("seconds", None)
+        for m in rec["agents"].values():
+            for key in [k for k in m if k.startswith("time/")]:
+                del m[key]
+        records.append(rec)
+    final = out / "checkpoints" / "final"
+    weights = {p.name: load_file(p / "model.safetensors") for p in sorted(final.iterdir())
+               if (p / "model.safetensors").exists()} if final.is_dir() else {}
+    return summary, records, weights
+
+
+try:  # fixtures, when pytest is there (`pytest_plugins = ["corl.testing"]`)
+    import pytest
+except ImportError:  # pragma: no cover - the kit's functions work without pytest
+    pytest = None
+
+if pytest is not None:
+
+    @pytest.fixture
+    def corl_run(tmp_path):
+        """``corl_run(recipe=None, overrides=(), plugins=(), **components)``: :func:`run_tiny` into a
+        fresh temp folder; returns ``(summary, output_dir)``."""
+        count = iter(range(1_000_000))
+
+        def go(recipe=None, overrides=(), plugins=(), **components):
+            out = tmp_path / f"run{next(count)}"
+            return run_tiny(out, recipe, overrides, plugins, **components), out
+
+        return go
+
+    @pytest.fixture
+    def installed_plugin(tmp_path):
+        """``installed_plugin(name, source, entry_point=None)``: a plugin distribution for this test only."""
+        roots = []
+
+        def install(name, source, entry_point=None, version="0.1.0"):
+            root = install_plugin(tmp_path / f"site-{len(roots)}", name, source, entry_point=entry_point,
+                                  version=version)
+            roots.append(root)
+            return root
+
+        yield install
+        for root in roots:
+            uninstall_plugin(root)
+
+    @pytest.fixture
+    def broken_plugin(installed_plugin):
+        """An installed plugin distribution, ``corl-broken-example``, whose import fails."""
+        return installed_plugin("corl-broken-example", BROKEN_PLUGIN)
+
+
+__all__ = [
+    "BROKEN_PLUGIN", "TINY", "TINY_REAL", "TINY_TASK", "FakeAgent", "FakeAgentConfig", "FakeOptimizer",
+    "FakeOptimizerConfig", "FakePlugin", "FakeSampler", "base_recipe", "context", "fake_recipe",
+    "install_plugin", "outcome", "run_tiny", "tiny_for", "uninstall_plugin",
+]

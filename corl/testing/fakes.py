@@ -1,0 +1,156 @@
+"""Fake components for tests: a ``fake`` agent, sampler and optimizer with no model behind them.
+
+The agent is one softmax over answer kinds (the right answer or one of a few wrong ones) shared
+by every prompt, updated by REINFORCE, so a run of a few steps takes milliseconds and still learns
+from whatever rewards a router gives it (held-out prompts included).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from corl.plugins import hookimpl
+from corl.types import Context, Prompt, Rollout
+
+
+@attrs.frozen
+class _NoOptions:
+    pass
+
+
+@attrs.frozen
+class FakeAgentConfig:
+    accuracy: float = attrs.field(default=0.5, validator=[attrs.validators.ge(0), attrs.validators.le(1)],
+                                  metadata={"help": "probability of the right answer before training"})
+    wrong: int = attrs.field(default=3, validator=attrs.validators.ge(1),
+                             metadata={"help": "how many distinct wrong answers share the rest"})
+    shared_wrong: bool = attrs.field(default=False, metadata={
+        "help": "every fake agent makes the same wrong answers (correlated errors); else its own"})
+
+
+@attrs.frozen
+class FakeOptimizerConfig:
+    lr: float = attrs.field(default=5.0, validator=attrs.validators.gt(0), metadata={"help": "step size on the logits"})
+
+
+@attrs.frozen
+class FakeBatch:
+    choices: Any  # [rows] index of the sampled answer kind (0: right)
+    old_logprobs: Any  # [rows]
+
+
+class FakeAgent:
+    """A policy of one softmax over answer *kinds*: the right answer, or the k-th of ``wrong``
+    wrong ones (label + a per-agent offset). Shared by every prompt, so what it learns on the
+    train split shows on held-out prompts; prompts without an integer label get a stand-in."""
+
+    def __init__(self, config: FakeAgentConfig, ctx: Context):
+        import torch
+
+        self.name, self.config = ctx.agent_name, config
+        acc, k = config.accuracy, config.wrong
+        right = math.log(max(acc, 1e-6)) - math.log(max((1 - acc) / k, 1e-6))
+        self.logits = torch.tensor([right] + [0.0] * k)
+        self._offset = 0 if config.shared_wrong else sum(map(ord, self.name)) % 7
+
+    def candidates(self, prompt: Prompt) -> list[str]:
+        label = prompt.label if isinstance(prompt.label, int) else sum(map(ord, prompt.text)) % 100
+        return [str(label)] + [str(label + 1 + self._offset + k) for k in range(self.config.wrong)]
+
+    def parameters(self):
+        return [self.logits]
+
+    def token_logprobs(self, batch: FakeBatch, rows, *, reference: bool = False):
+        logp = self.logits.log_softmax(-1)[batch.choices[rows]]
+        return logp[:, None], (logp * 0)[:, None]
+
+    def freeze_reference(self) -> None:
+        raise NotImplementedError("the fake agent keeps no reference; use kl = 0")
+
+    def save(self, path: str) -> None:
+        self.save_state(path)
+
+    def save_state(self, path: str) -> None:
+        from safetensors.torch import save_file
+
+        Path(path).mkdir(parents=True, exist_ok=True)
+        save_file({"logits": self.logits.contiguous()}, str(Path(path) / "model.safetensors"))
+
+    def load_state(self, path: str) -> None:
+        from safetensors.torch import load_file
+
+        self.logits = load_file(str(Path(path) / "model.safetensors"))["logits"]
+
+
+class FakeSampler:
+    """Draws answers from the fake agent's table (in the run's RNG stream for that agent)."""
+
+    def __init__(self, config=None, ctx=None):
+        pass
+
+    def sample(self, agent: FakeAgent, prompts: Sequence[Prompt], n: int, *, greedy: bool = False,
+               temperature: float | None = None) -> Rollout:
+        import torch
+
+        texts, confs, choices, logps = [], [], [], []
+        logp = (agent.logits / (temperature or 1.0)).log_softmax(-1)
+        for p in prompts:
+            names = agent.candidates(p)
+            picks = logp.argmax().repeat(n) if greedy else torch.multinomial(logp.exp(), n, replacement=True)
+            texts.append(tuple(names[i] for i in picks.tolist()))
+            confs.append(tuple(logp[picks].tolist()))
+            choices += picks.tolist()
+            logps += logp[picks].tolist()
+        batch = FakeBatch(torch.tensor(choices), torch.tensor(logps))
+        return Rollout(agent=agent.name, prompts=tuple(prompts), texts=tuple(texts),
+                       lengths=tuple((1,) * n for _ in prompts), confidences=tuple(confs), batch=batch)
+
+    def sync(self, agent: FakeAgent) -> None:
+        pass
+
+
+class FakeOptimizer:
+    """REINFORCE with a group-mean baseline on the fake agent's logits."""
+
+    def __init__(self, config: FakeOptimizerConfig, ctx: Context):
+        self.lr, self.agent = config.lr, ctx.agent
+
+    def step(self, rollout: Rollout, rewards: Sequence[Sequence[float]]) -> dict[str, float]:
+        import torch
+
+        logits, n = self.agent.logits, rollout.n
+        probs, grad = logits.softmax(-1), torch.zeros_like(logits)
+        for p, row in enumerate(rewards):
+            mean = sum(row) / len(row)
+            for s, reward in enumerate(row):
+                onehot = torch.zeros_like(logits)
+                onehot[rollout.batch.choices[p * n + s]] = 1.0
+                grad += (reward - mean) * (onehot - probs)
+        grad /= max(1, sum(len(row) for row in rewards))
+        if not bool(torch.isfinite(grad).all()):
+            return {"loss": 0.0, "grad_norm": 0.0, "nonfinite": 1.0}
+        logits += self.lr * grad
+        return {"loss": 0.0, "grad_norm": float(grad.norm()), "nonfinite": 0.0}
+
+    def save_state(self, path: str) -> None:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        (Path(path) / "optimizer.json").write_text("{}")
+
+    def load_state(self, path: str) -> None:
+        pass
+
+
+class FakePlugin:
+    """Registers ``fake`` agent, sampler and optimizer: ``plugins=[FakePlugin()]``."""
+
+    @hookimpl
+    def corl_register_components(self, registry):
+        registry.add("agent", "fake", FakeAgent, FakeAgentConfig, help="tabular softmax policy (corl.testing)")
+        registry.add("sampler", "fake", FakeSampler, _NoOptions, help="samples the fake agent's table")
+        registry.add("optimizer", "fake", FakeOptimizer, FakeOptimizerConfig, help="REINFORCE on the fake table")
+

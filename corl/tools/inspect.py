@@ -1,0 +1,126 @@
+"""``corl eval`` and ``corl cohort``: build a run's components (models loaded, nothing trained) and
+score or compare its agents on the task."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from corl.errors import CorlError
+from corl.recipe.locate import resolve
+
+
+def _build_for_inspection(args, extra: list[str]):
+    """A Run whose components are built (models loaded, nothing trained) for eval / cohort."""
+    from corl.runtime import Run, prepare
+
+    data, overrides, source = resolve(args.target, args.set)
+    run_dir = Path(args.target) if Path(args.target).is_dir() else None
+    if isinstance(data, str):
+        from corl.recipe import read_toml
+
+        data, source = read_toml(data), data
+    if getattr(args, "model", None):  # evaluate exactly these models, set up like the first agent
+        template = {k: v for k, v in data["agents"][0].items() if k not in ("name", "model", "optimizer", "frozen")}
+        models = [m.partition("=") for m in args.model]
+        bad = [m for m, sep, path in models if not sep or not path]
+        if bad:
+            raise CorlError(f"--model {bad[0]!r}: expected NAME=PATH (a zoo: name or a model folder)")
+        data["agents"] = [{**template, "name": name, "model": path} for name, _, path in models]
+        # nothing trains here: a topology that names the recipe's agents (ring, judge) does not apply
+        data["topology"] = {"type": "self"}
+        data.setdefault("run", {})["supervised"] = False
+    elif run_dir is not None and not getattr(args, "base", False):
+        final = run_dir / "checkpoints" / "final"
+        for agent in data["agents"]:
+            if (final / agent["name"]).is_dir():  # the trained weights, read by the same agent type
+                agent.update(model=str(final / agent["name"]))
+    pm, spec = prepare(data, [*overrides, "run.observers=[]", "run.steps=0", *extra], source=source)
+    run = Run(spec, pm=pm, log=lambda msg: print(msg, file=sys.stderr))
+    run.setup()
+    return run
+
+
+def cmd_eval(args) -> int:
+
+    extra = [f"eval.k={args.k}"] if args.k else []
+    extra += [f"eval.size={args.size}"] if args.size is not None else []
+    run = _build_for_inspection(args, extra)
+    ev = run.spec.eval
+    settings = {"prompts": len(run.eval_prompts), "k": ev.k, "temperature": ev.temperature,
+                "greedy": "temperature 0 (argmax), 1 sample",
+                "max_new_tokens": {s.name: getattr(s.sampler.config, "max_new_tokens", None) for s in run.agents},
+                "models": {s.agent.name: getattr(s.agent.config, "model", "?") for s in run.agents}}
+    with run.verifier.armed():
+        results = run.evaluate(0)
+    cohort = run.cohorts.get(0)
+    if args.json:
+        print(json.dumps({"settings": settings, "results": results, "cohort": cohort}, indent=2))
+        return 0
+    print(f"{settings['prompts']} held-out prompts; pass@1 and maj@{ev.k} from {ev.k} samples at temperature "
+          f"{ev.temperature}; greedy is argmax decoding")
+    cols = ["greedy", "pass@1", f"maj@{ev.k}", f"pass@{ev.k}"]
+    print(f"{'model':<16}" + "".join(f"{c:>10}" for c in cols) + "  source")
+    for name, r in results.items():
+        print(f"{name:<16}" + "".join(f"{r[c]:>10.3f}" for c in cols) + f"  {settings['models'][name]}")
+    if cohort and len(cohort["agents"]) > 1:
+        print()
+        _print_matrices(cohort)
+    return 0
+
+
+def _print_matrices(cohort) -> None:
+    names = cohort["agents"]
+    titles = {"agreement": "greedy answers agree", "phi": "correctness correlation (phi)",
+              "same_wrong": "P(same wrong answer | both wrong)"}
+    for key, title in titles.items():
+        matrix = cohort.get(key)
+        if matrix is None:
+            continue
+        print(f"{title}:")
+        print(" " * 16 + "".join(f"{n[:9]:>10}" for n in names))
+        for n, row in zip(names, matrix):
+            print(f"{n:<16}" + "".join(f"{'-' if v is None else format(v, '.2f'):>10}" for v in row))
+
+
+def cmd_cohort(args) -> int:
+
+    from corl.runtime.cohort import label_disagreement, rank_cohorts
+    from corl.runtime.evaluation import votes_of
+
+    if args.prompts < 1:
+        raise CorlError(f"--prompts {args.prompts}: must be at least 1")
+    run = _build_for_inspection(args, [])
+    if len(run.agents) < 2:
+        raise CorlError("corl cohort needs at least two candidate agents in the recipe (or --model NAME=PATH twice)")
+    prompts = run.train[: args.prompts]
+    n = run.spec.voting.n_votes
+    labels, strength = {}, []
+    with run.verifier.armed():
+        for slot in run.agents:
+            rollout = slot.sampler.sample(slot.agent, prompts, n)
+            votes = votes_of(rollout, run.verifier)
+            pseudo = run.aggregator.aggregate(votes, run.verifier)
+            labels[slot.name] = [p.answer for p in pseudo]
+            strength.append(sum(p.share for p in pseudo) / len(pseudo))
+        names = list(labels)
+        disagreement = label_disagreement(labels, run.verifier)
+    ranked = rank_cohorts(disagreement, strength, names)
+    if args.json:
+        print(json.dumps({"prompts": len(prompts), "n_votes": n, "strength": dict(zip(names, strength)),
+                          "disagreement": disagreement, "ranked": ranked}, indent=2))
+        return 0
+    print(f"label-free: {len(prompts)} unlabeled prompts, {n} samples each; strength = mean vote share of the "
+          "agent's own majority; disagreement = how often two agents' pseudo-labels differ")
+    print(" " * 16 + "".join(f"{x[:9]:>10}" for x in names) + "  strength")
+    for name, row, st in zip(names, disagreement, strength):
+        print(f"{name:<16}" + "".join(f"{v:>10.2f}" for v in row) + f"  {st:>8.2f}")
+    print("\ncohorts, best first (score = mean disagreement x weakest strength):")
+    for c in ranked[:10]:
+        print(f"  {' + '.join(c['agents']):<40} score {c['score']:.3f}  disagreement {c['disagreement']:.2f}  "
+              f"weakest {c['weakest_strength']:.2f}  -> topology {c['topology']}")
+    best = ranked[0]
+    print(f"suggested: {' + '.join(best['agents'])} with topology = \"{best['topology']}\""
+          + ("" if best["disagreement"] >= 0.05 else " (but they rarely disagree: little for peers to correct)"))
+    return 0

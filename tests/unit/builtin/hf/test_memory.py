@@ -1,0 +1,108 @@
+"""The hf agent's memory paths: chunked log-probs, gradient checkpointing and per-phase autocast
+give the same log-probs and gradients as the plain full-logits computation."""
+
+import attrs
+import pytest
+import torch
+
+from corl.builtin.hf.agent import HFAgent
+from corl.builtin.hf.config import HFAgentConfig, HFSamplerConfig
+from corl.builtin.hf.sampler import HFSampler
+from corl.builtin.tasks.arithmetic import ArithmeticConfig, ArithmeticTask
+from tests.kit import zoo_context
+
+
+@pytest.fixture(scope="module")
+def setup(cache_dir):
+    task = ArithmeticTask(ArithmeticConfig(seed_size=64, train_size=16, eval_size=0))
+    ctx = zoo_context(task)
+    agent = HFAgent(HFAgentConfig(model="zoo:llama-tiny"), ctx)
+    torch.manual_seed(0)
+    rollout = HFSampler(HFSamplerConfig(max_new_tokens=6)).sample(agent, task.split("train")[:6], 2)
+    return ctx, rollout.batch
+
+
+def _full(agent, batch, rows):
+    """The reference: whole-vocabulary logits for the whole batch at once."""
+    mask = batch.attention_mask[rows]
+    logits = agent.model(input_ids=batch.sequences[rows], attention_mask=mask,
+                         position_ids=(mask.cumsum(-1) - 1).clamp(min=0)).logits
+    logp = (logits[:, batch.prompt_len - 1: -1].float() / batch.temperature).log_softmax(-1)
+    return logp.gather(-1, batch.sequences[rows, batch.prompt_len:].unsqueeze(-1)).squeeze(-1)
+
+
+def _grads(agent, logp, batch):
+    agent.model.zero_grad(set_to_none=True)
+    (logp * batch.completion_mask).sum().backward()
+    return {k: p.grad.clone() for k, p in agent.model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("chunk, checkpointing", [(7, False), (1, True), (10_000, True)])
+def test_chunked_and_checkpointed_logprobs_match_the_full_computation(setup, chunk, checkpointing):
+    ctx, batch = setup
+    rows = torch.arange(len(batch.sequences))
+    agent = HFAgent(HFAgentConfig(model="zoo:llama-tiny", logprob_chunk_tokens=chunk,
+                                  gradient_checkpointing=checkpointing), ctx)
+    reference = _full(agent, batch, rows)
+    want = _grads(agent, reference, batch)
+    logp, _ = agent.token_logprobs(batch, rows)
+    assert torch.allclose(logp, reference, atol=1e-5)
+    got = _grads(agent, logp, batch)
+    assert want.keys() == got.keys() and all(torch.allclose(want[k], got[k], atol=1e-5) for k in want)
+    assert not agent.model.training  # back in eval mode after a checkpointed forward
+
+
+def test_bf16_phases_keep_float32_weights_and_close_logprobs(setup):
+    ctx, batch = setup
+    agent = HFAgent(HFAgentConfig(model="zoo:llama-tiny", sample_dtype="bfloat16", train_dtype="bfloat16"), ctx)
+    logp, _ = agent.token_logprobs(batch, torch.arange(len(batch.sequences)))
+    assert logp.dtype == torch.float32 and next(agent.model.parameters()).dtype == torch.float32
+    assert (logp - _full(agent, batch, torch.arange(len(batch.sequences)))).abs().max() < 0.1
+
+
+def test_frozen_embeddings_get_no_optimizer_state_and_stay_put(setup):
+    from corl.builtin.policy import GRPOConfig, grpo
+
+    ctx, batch = setup
+    agent = HFAgent(HFAgentConfig(model="zoo:llama-tiny", freeze_embeddings=True), ctx)
+    torch.manual_seed(0)
+    rollout = HFSampler(HFSamplerConfig(max_new_tokens=6)).sample(agent, ctx.task.split("train")[:2], 4)
+    optimizer = grpo(GRPOConfig(lr=1e-2), attrs.evolve(ctx, agent=agent))
+    embed = agent.model.get_input_embeddings().weight
+    assert all(p is not embed for p in optimizer.params)
+    before = {k: p.detach().clone() for k, p in agent.model.named_parameters()}
+    assert optimizer.step(rollout, [[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 1.0, 0.0]])["grad_norm"] > 0
+    after = dict(agent.model.named_parameters())
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and not any("embed" in k for k in changed)
+
+
+def test_frozen_embeddings_are_stored_in_bf16_when_every_phase_is_bf16(setup, tmp_path):
+    from corl.builtin.policy import GRPOConfig, grpo
+
+    ctx, _ = setup
+    config = HFAgentConfig(model="zoo:llama-tiny", freeze_embeddings=True, sample_dtype="bfloat16",
+                           train_dtype="bfloat16", gradient_checkpointing=True)
+    agent = HFAgent(config, ctx)
+    embed = agent.model.get_input_embeddings().weight
+    assert embed.dtype == torch.bfloat16 and not embed.requires_grad
+    assert {p.dtype for p in agent.model.parameters() if p.requires_grad} == {torch.float32}
+    # the residual stream stays float32: the looked-up embeddings are cast back
+    assert agent.model.get_input_embeddings()(torch.tensor([[1, 2]])).dtype == torch.float32
+    torch.manual_seed(0)
+    rollout = HFSampler(HFSamplerConfig(max_new_tokens=6)).sample(agent, ctx.task.split("train")[:2], 4)
+    batch, rows = rollout.batch, torch.arange(8)
+    logp, _ = agent.token_logprobs(batch, rows)  # the update sees what the sampler saw
+    sampled = batch.old_logprobs[rows] * batch.completion_mask[rows]
+    assert (logp * batch.completion_mask[rows] - sampled).abs().max() < 0.05
+    optimizer = grpo(GRPOConfig(lr=1e-2), attrs.evolve(ctx, agent=agent))
+    assert optimizer.step(rollout, [[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 1.0, 0.0]])["grad_norm"] > 0
+    assert agent.model.get_input_embeddings().weight.dtype == torch.bfloat16
+    agent.save_state(tmp_path / "state")
+    again = HFAgent(config, ctx)
+    again.load_state(tmp_path / "state")
+    for (name, a), (_, b) in zip(agent.model.named_parameters(), again.model.named_parameters()):
+        assert a.dtype == b.dtype and torch.equal(a, b), name
+    # without bf16 phases the frozen matrix keeps the weights' dtype
+    plain = HFAgent(HFAgentConfig(model="zoo:llama-tiny", freeze_embeddings=True), ctx)
+    assert plain.model.get_input_embeddings().weight.dtype == torch.float32

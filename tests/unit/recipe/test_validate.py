@@ -1,0 +1,221 @@
+import os
+import subprocess
+import sys
+
+import pytest
+
+from corl.errors import ConfigError
+from corl.plugins import build_registry, make_plugin_manager
+from corl.recipe import apply_overrides, load_recipe, to_dict
+from corl.testing import base_recipe
+from tests.kit import ROOT
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return build_registry(make_plugin_manager(autoload=False))
+
+
+def errors(registry, data, overrides=()):
+    with pytest.raises(ConfigError) as info:
+        load_recipe(data, list(overrides), registry=registry)
+    return info.value.problems
+
+
+def with_(**changes):
+    data = base_recipe()
+    for key, value in changes.items():
+        apply_overrides(data, [f"{key}={value}"])
+    return data
+
+
+def test_valid_recipe_fills_defaults(registry):
+    spec = load_recipe(base_recipe(), registry=registry)
+    assert spec.agent_names() == ["a", "b"]
+    assert spec.agents[0].sampler.type == "hf" and spec.agents[0].optimizer.type == "grpo"
+    assert spec.voting.aggregator.type == "majority" and spec.voting.n_train == 4
+    assert to_dict(spec)["agents"][1]["optimizer"]["lr"] == 2e-5
+
+
+def test_unknown_key_names_its_path_and_the_valid_keys(registry):
+    [msg] = errors(registry, with_(**{"agents[1].sampler.temprature": 0.5}))
+    assert msg.startswith("<recipe>: agents[1].sampler.temprature: unknown key; valid keys here:")
+    assert "temperature" in msg and "\n" not in msg
+
+
+def test_wrong_type(registry):
+    [msg] = errors(registry, with_(**{"agents[0].sampler.temperature": '"hot"'}))
+    assert msg == "<recipe>: agents[0].sampler.temperature: expected a number, got 'hot'"
+    [msg] = errors(registry, with_(**{"run.steps": 1.5}))
+    assert msg == "<recipe>: run.steps: expected an integer, got 1.5"
+    [msg] = errors(registry, with_(**{"run.steps": "true"}))
+    assert "run.steps: expected an integer, got True" in msg
+
+
+def test_validator_bounds(registry):
+    [msg] = errors(registry, with_(**{"agents[0].sampler.top_p": 1.5}))
+    assert msg == "<recipe>: agents[0].sampler.top_p: invalid value 1.5: must be <= 1"
+
+
+def test_unknown_component_lists_the_available_ones(registry):
+    [msg] = errors(registry, with_(**{"agents[1].sampler.type": '"vllm"'}))
+    assert "agents[1].sampler.type: unknown sampler 'vllm'; available: hf" in msg
+    [msg] = errors(registry, with_(**{"topology.type": '"star"'}))
+    assert "available: all_pairs, ground_truth, judge, ring, self" in msg
+
+
+def test_literal_choices(registry):
+    [msg] = errors(registry, with_(**{"voting.tie_break": '"smallest"'}))
+    assert msg == "<recipe>: voting.tie_break: invalid value 'smallest'; valid: 'random', 'none'"
+
+
+def test_impossible_combinations(registry):
+    [msg] = errors(registry, with_(**{"voting.n_train": 16}))
+    assert msg.startswith("<recipe>: voting.n_train: invalid value 16: must be <= voting.n_votes (8)")
+    one = with_()
+    one["agents"] = one["agents"][:1]
+    [msg] = errors(registry, one)
+    assert "topology.type: 'ring' needs at least 2 agents, the recipe has 1" in msg
+    dup = with_(**{"agents[1].name": '"a"'})
+    [msg] = errors(registry, dup)
+    assert "agents[1].name: duplicate agent name 'a' (also agents[0])" in msg
+    [msg] = errors(registry, with_(**{"topology.type": '"ground_truth"'}))
+    assert "declare it with run.supervised = true" in msg
+    [msg] = errors(registry, with_(**{"run.supervised": "true"}))
+    assert "run.supervised: true, but topology 'ring' is label-free" in msg
+
+
+def test_every_mistake_is_reported_at_once(registry):
+    problems = errors(registry, with_(**{"run.stepz": 1, "agents[0].optimizer.lr": -1, "eval.k": 0}))
+    assert len(problems) == 3
+    assert any(p.startswith("<recipe>: run.stepz") for p in problems)
+    assert any("agents[0].optimizer.lr: invalid value -1.0: must be > 0" in p for p in problems)
+
+
+def test_missing_required_and_unknown_section(registry):
+    data = with_()
+    del data["agents"][0]["model"]
+    data["trainer"] = {}
+    problems = errors(registry, data)
+    assert "<recipe>: agents[0].model: missing required key" in problems
+    assert any(p.startswith("<recipe>: trainer: unknown section") for p in problems)
+
+
+def test_overrides(registry):
+    spec = load_recipe(base_recipe(), ["agents[1].sampler.temperature=0.5", "run.name=x", "voting.type=weighted",
+                              "voting.weight=self_consistency", "run.observers=['jsonl']"], registry=registry)
+    assert spec.agents[1].sampler.config.temperature == 0.5
+    assert spec.run.name == "x" and spec.run.observers == ("jsonl",)
+    assert spec.voting.aggregator.config.weight == "self_consistency"
+    with pytest.raises(ConfigError, match=r"--set agents\[5\].name: agents\[5\] does not exist"):
+        load_recipe(base_recipe(), ["agents[5].name=z"], registry=registry)
+    with pytest.raises(ConfigError, match="expected KEY.PATH=VALUE"):
+        load_recipe(base_recipe(), ["run.steps"], registry=registry)
+
+
+def test_recipe_file_errors(registry, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[run\nsteps = 1")
+    with pytest.raises(ConfigError, match="bad.toml: not valid TOML"):
+        load_recipe(bad, registry=registry)
+    with pytest.raises(ConfigError, match="no such recipe file"):
+        load_recipe(tmp_path / "missing.toml", registry=registry)
+
+
+def cli(*args):
+    # only the built-ins, so messages that list components do not depend on what else is installed
+    return subprocess.run([sys.executable, "-m", "corl.cli", *args], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "CORL_DISABLE_PLUGIN_AUTOLOAD": "1"})
+
+
+def test_cli_validate_reports_one_line_per_problem_exit_2_no_traceback():
+    out = cli("validate", "recipes/three_agent_ring.toml", "--set", "agents[1].sampler.type=vlm",
+              "--set", "voting.n_train=99")
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert lines == [
+        "corl: error: recipes/three_agent_ring.toml: voting.n_train: invalid value 99: must be <= voting.n_votes (16); "
+        "trained samples are a subset of the voting ones",
+        "corl: error: recipes/three_agent_ring.toml: agents[1].sampler.type: unknown sampler 'vlm'; available: hf, hf_vision "
+        "(is the plugin package installed? see `corl plugins`)",
+    ]
+
+
+def test_cli_validate_ok_and_does_not_import_torch():
+    out = cli("validate", "recipes/three_agent_ring.toml")
+    assert out.returncode == 0, out.stderr
+    assert "ok: 3 agents" in out.stdout
+    code = ("import sys; from corl.cli import main; main(['validate', 'recipes/three_agent_ring.toml']); "
+            "assert 'torch' not in sys.modules, 'validate imported torch'")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+
+
+def test_reference_doc_is_generated_from_the_config_classes(registry):
+    from corl.tools.reference import render
+
+    assert (ROOT / "docs" / "reference.md").read_text() == render(registry), "regenerate: corl recipes keys > docs/reference.md"
+
+
+def test_import_paths_are_refused_unless_enabled(registry, monkeypatch):
+    data = with_(**{"voting.type": '"corl.builtin.voting:MajorityVote"'})
+    [msg] = errors(registry, data)
+    assert msg == ("<recipe>: voting.type: 'corl.builtin.voting:MajorityVote' is an import path; recipes name "
+                   "registered components only (see `corl plugins`), or set CORL_ALLOW_IMPORT_PATHS=1 to allow import paths")
+    monkeypatch.setenv("CORL_ALLOW_IMPORT_PATHS", "1")
+    spec = load_recipe(data, registry=registry)
+    from corl.builtin.voting import MajorityVote
+
+    assert spec.voting.aggregator.factory is MajorityVote
+    [msg] = errors(registry, with_(**{"voting.type": '"corl.nothing_here:X"'}))
+    assert "voting.type: cannot import 'corl.nothing_here:X'" in msg
+
+
+def test_odd_keys_stay_on_one_line(registry):
+    data = with_()
+    data["run"]["two\nlines"] = 1
+    [msg] = errors(registry, data)
+    assert msg.startswith('<recipe>: run."two\\nlines": unknown key') and "\n" not in msg
+
+
+def test_model_paths_are_checked_before_anything_loads(registry, tmp_path):
+    [msg] = errors(registry, with_(**{"agents[0].model": f'"{tmp_path / "nope"}"'}))
+    assert msg == f"<recipe>: agents[0].model: invalid value '{tmp_path / 'nope'}': no such folder"
+    [msg] = errors(registry, with_(**{"agents[0].model": f'"{tmp_path}"'}))
+    assert "not a Hugging Face model folder (no config.json)" in msg
+    [msg] = errors(registry, with_(**{"agents[0].model": '"zoo:llama"'}))
+    assert "unknown zoo model; available zoo:llama-tiny" in msg
+
+
+def test_a_bad_recipe_leaves_no_run_dir(tmp_path):
+    out = tmp_path / "run"
+    res = cli("run", "recipes/three_agent_ring.toml", "--set", f"run.output_dir={out}", "--set", "eval.k=0")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip().endswith("eval.k: invalid value 0: must be >= 1")
+    assert not out.exists()
+
+
+def test_judge_and_frozen_agents(registry):
+    data = with_(**{"topology.type": '"judge"', "topology.judge": '"b"', "agents[1].frozen": "true"})
+    spec = load_recipe(data, registry=registry)
+    assert [a.frozen for a in spec.agents] == [False, True] and spec.topology.config.judge == "b"
+    [msg] = errors(registry, with_(**{"topology.type": '"judge"', "topology.judge": '"z"'}))
+    assert msg == "<recipe>: topology: judge 'z' is not an agent; agents: a, b"
+    [msg] = errors(registry, with_(**{"agents[0].frozen": "true", "agents[1].frozen": "true"}))
+    assert msg == "<recipe>: agents: every agent is frozen: nothing would train"
+
+
+def test_output_dir_placeholders(registry):
+    [msg] = errors(registry, with_(**{"run.output_dir": '"runs/{x}"'}))
+    assert msg == ("<recipe>: run.output_dir: invalid value 'runs/{x}': the only placeholder allowed is {name}; "
+                   "write {{ and }} for braces")
+
+
+def test_resumable_changes_include_list_keys():
+    from corl.recipe import differences
+
+    old = {"run": {"observers": ["jsonl", "checkpoint"], "steps": 5}, "topology": {"type": "ring"}}
+    new = {"run": {"observers": ["jsonl", "tensorboard"], "steps": 9}, "topology": {"type": "ring"}}
+    assert differences(old, new) == []
+    assert differences(old, new, ignore=()) == ["run.observers[1]: 'checkpoint' -> 'tensorboard'", "run.steps: 5 -> 9"]

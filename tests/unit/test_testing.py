@@ -1,0 +1,48 @@
+"""The plugin authors' kit (corl.testing) does what it says: fake agents that learn, inline
+plugins for one run, runs that can be compared exactly."""
+
+import json
+
+import corl
+from corl.testing import FakePlugin, fake_recipe, outcome, run_tiny
+
+
+def test_fake_agents_learn_from_their_peers_on_held_out_prompts(corl_run):
+    summary, out = corl_run(overrides=["run.steps=15"])
+    for name, s in summary["agents"].items():
+        assert s["after"]["pass@1"] > s["before"]["pass@1"] + 0.2, name
+    lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in lines if r["kind"] == "train"] == list(range(1, 16))
+
+
+def test_an_inline_plugin_observes_one_run_only(corl_run):
+    seen = []
+
+    class Watch:
+        @corl.hookimpl
+        def corl_on_step_end(self, run, step, metrics):
+            seen.append((step, sorted(metrics.agents)))
+
+    corl_run(overrides=["run.steps=2"], plugins=[Watch()])
+    corl_run(overrides=["run.steps=2"])  # not registered here
+    assert seen == [(1, ["fake0", "fake1", "fake2"]), (2, ["fake0", "fake1", "fake2"])]
+
+
+def test_same_seed_same_run_and_outcome_ignores_timings(tmp_path):
+    recipe = fake_recipe(**{"run.observers": ["jsonl", "checkpoint"]})
+    run_tiny(tmp_path / "a", recipe)
+    run_tiny(tmp_path / "b", recipe)
+    a, b = outcome(tmp_path / "a"), outcome(tmp_path / "b")
+    assert a[0] == b[0] and a[1] == b[1]
+    assert set(a[2]) == {"fake0", "fake1", "fake2"}
+    assert all((a[2][n]["logits"] == b[2][n]["logits"]).all() for n in a[2])
+    other = run_tiny(tmp_path / "c", fake_recipe(**{"run.seed": 1}))
+    assert other["agents"] != a[0]["agents"]
+
+
+def test_the_fake_components_are_registered_like_any_plugin():
+    from corl.plugins import build_registry, make_plugin_manager
+
+    registry = build_registry(make_plugin_manager([FakePlugin()], autoload=False))
+    assert [(c.kind, c.name) for c in registry if c.name == "fake"] == [("agent", "fake"), ("optimizer", "fake"),
+                                                                       ("sampler", "fake")]

@@ -1,0 +1,136 @@
+import json
+import re
+
+import pytest
+
+from corl.errors import CorlError
+from corl.tools.report import render_report
+
+pytest.importorskip("matplotlib")
+
+AGENTS = ["llama", "qwen2", "neox"]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+COHORT = {"agents": AGENTS, "n": 100,
+          "agreement": [[1.0, 0.71, 0.64], [0.71, 1.0, 0.58], [0.64, 0.58, 1.0]],
+          "phi": [[1.0, 0.32, -0.12], [0.32, 1.0, 0.05], [-0.12, 0.05, 1.0]],
+          "same_wrong": [[None, 0.41, 0.22], [0.41, None, 0.3], [0.22, 0.3, None]]}
+
+
+def train_record(step, labels=True):
+    agents = {}
+    for i, name in enumerate(AGENTS):
+        m = {"reward_mean": 0.5 + 0.01 * step - 0.1 * i, "reward_std": 0.45 + 0.002 * step, "label_share": 0.7,
+             "entropy": 0.4 - 0.005 * step, "completion_length": 3.2 + 0.01 * (step % 3), "loss": 0.0, "kl": 0.0,
+             "grad_norm": 2.5, "clip_frac": 0.0}
+        if labels:
+            m |= {"label_accuracy": 0.8 - 0.1 * i, "reward_accuracy": 0.9 - 0.05 * i}
+        agents[name] = m
+    return {"kind": "train", "step": step, "seconds": 0.4, "agents": agents}
+
+
+def eval_record(step, cohort=None):
+    agents = {name: {"greedy": 0.70 - 0.1 * i + 0.002 * step, "pass@1": 0.668 - 0.1 * i + 0.001 * step,
+                     "maj@8": 0.685 - 0.1 * i, "pass@8": 0.84, "length": 3.3} for i, name in enumerate(AGENTS)}
+    record = {"kind": "eval", "step": step, "agents": agents}
+    if cohort:
+        record["cohort"] = cohort
+    return record
+
+
+def make_run(path, cohort=True, labels=True, steps=12):
+    path.mkdir(parents=True, exist_ok=True)
+    records = [eval_record(0, COHORT if cohort else None)]
+    records += [train_record(s, labels) for s in range(1, steps + 1)]
+    records.append(eval_record(steps, COHORT if cohort else None))
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    first, last = records[0]["agents"], records[-1]["agents"]
+    summary = {"name": "tiny_ring", "steps": steps, "seconds": 5.2, "eval_prompts": 100, "eval_k": 8,
+               "agents": {n: {"before": first[n], "after": last[n], "best": last[n], "best_step": steps}
+                          for n in AGENTS}}
+    (path / "summary.json").write_text(json.dumps(summary))
+    return path
+
+
+def assert_png(path):
+    import matplotlib.image
+
+    assert path.read_bytes()[:8] == PNG_SIGNATURE
+    assert path.stat().st_size > 5000
+    height, width = matplotlib.image.imread(path).shape[:2]
+    assert height > 100 and width > 100
+
+
+def test_a_run_with_cohort_data_renders_every_figure_and_the_table(tmp_path):
+    html_path = render_report(make_run(tmp_path / "run"))
+    out = tmp_path / "run" / "report"
+    assert html_path == out / "report.html"
+    pngs = ["curves.png", "eval.png", "cohort.png"]
+    for name in pngs:
+        assert_png(out / name)
+    page = html_path.read_text()
+    md = (out / "report.md").read_text()
+    for name in pngs:
+        assert f'<img src="{name}"' in page
+        assert f"]({name})" in md
+    assert "tiny_ring" in page and "12 steps" in page
+    # llama: pass@1 0.668 -> 0.680 (+1.2 pt); greedy 0.700 -> 0.724; maj@8 unchanged; best at step 12
+    expected = ["0.668 → 0.680 (+1.2 pt)", "0.700 → 0.724 (+2.4 pt)", "0.685 → 0.685 (+0.0 pt)",
+                "0.680 @ step 12", "0.468 → 0.480"]  # the last one is neox's pass@1
+    for text in expected:
+        assert text in page and text in md
+    assert "pseudo-label was right 80% of the time" in page  # llama's label_accuracy, from the train records
+    assert "agrees most with qwen2 (71%" in page
+    assert "No cohort data" not in page
+    assert not re.search(r"(src|href)=\"(https?:)?//", page)  # self-contained: no CDN, no remote assets
+
+
+def test_without_cohort_data_there_is_no_cohort_figure_and_the_report_says_so(tmp_path):
+    run = make_run(tmp_path / "run", cohort=True)
+    render_report(run)
+    assert (run / "report" / "cohort.png").exists()
+    make_run(run, cohort=False, labels=False)  # the same directory, rewritten by a run without cohort logging
+    page = render_report(run).read_text()
+    assert not (run / "report" / "cohort.png").exists()
+    assert "cohort.png" not in page
+    assert "No cohort data" in page and "No cohort data" in (run / "report" / "report.md").read_text()
+    assert "pseudo-label" not in page.split("<ul>")[1]  # no labels: no claim about label accuracy
+    assert_png(run / "report" / "curves.png")
+
+
+def test_an_unfinished_run_builds_the_table_from_the_eval_records(tmp_path):
+    run = make_run(tmp_path / "run")
+    (run / "summary.json").unlink()
+    page = render_report(run).read_text()
+    assert "No summary.json" in page
+    assert "0.668 → 0.680 (+1.2 pt)" in page
+
+
+def test_a_malformed_line_names_the_file_and_line(tmp_path):
+    run = make_run(tmp_path / "run")
+    lines = (run / "metrics.jsonl").read_text().splitlines(keepends=True)
+    lines[3] = lines[3][:40] + "\n"  # a line cut short, as by a crash mid-write
+    (run / "metrics.jsonl").write_text("".join(lines))
+    with pytest.raises(CorlError, match=r"metrics\.jsonl:4: ") as info:
+        render_report(run)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("line, problem", [
+    ('[1, 2]', "expected a JSON object"),
+    ('{"kind": "train", "step": "3", "agents": {}}', "'step' must be an integer"),
+    ('{"kind": "eval", "step": 3, "agents": {}, "cohort": {"agents": ["a", "b"], "agreement": [[1]]}}',
+     "2x2 matrix"),
+])
+def test_records_of_the_wrong_shape_are_rejected(tmp_path, line, problem):
+    run = make_run(tmp_path / "run")
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write(line + "\n")
+    with pytest.raises(CorlError, match=rf"metrics\.jsonl:15: .*{re.escape(problem)}"):
+        render_report(run)
+
+
+def test_missing_inputs_are_user_errors(tmp_path):
+    with pytest.raises(CorlError, match="no such run directory"):
+        render_report(tmp_path / "nowhere")
+    with pytest.raises(CorlError, match=r"metrics\.jsonl: not found"):
+        render_report(tmp_path)
