@@ -13,7 +13,7 @@ from typing import Literal
 
 import attrs
 
-from corl._sandbox_worker import canonical
+from corl.sandbox import canonical
 from corl.code import CodeVerifier
 from corl.errors import ConfigError
 from corl.plugins import hookimpl
