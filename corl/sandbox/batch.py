@@ -95,7 +95,7 @@ class Sandbox:
         try:
             proc = plan.start(folder)
             try:
-                out = _exchange(proc, request, cap, time.monotonic() + budget)
+                out = _exchange(proc, request, cap, time.monotonic() + budget, len(programs))
             finally:
                 outer.kill(proc)
                 proc.wait()
@@ -109,8 +109,9 @@ class Sandbox:
         return _results(out, programs, chars)
 
 
-def _exchange(proc, request: bytes, cap: int, deadline: float) -> bytes:
-    """Write the request, read the worker's lines until it ends, the deadline, or ``cap`` bytes."""
+def _exchange(proc, request: bytes, cap: int, deadline: float, lines: int) -> bytes:
+    """Write the request, read the worker's lines until there are ``lines`` of them (one per program:
+    no need to wait for the sandbox to be torn down), it ends, the deadline passes, or ``cap`` bytes."""
     out, sent = bytearray(), 0
     os.set_blocking(proc.stdin.fileno(), False)  # never stuck writing while the worker waits to write
     with selectors.DefaultSelector() as selector:
@@ -131,7 +132,7 @@ def _exchange(proc, request: bytes, cap: int, deadline: float) -> bytes:
                     continue
                 chunk = os.read(proc.stdout.fileno(), 65536)
                 out += chunk[:cap - len(out)]
-                if not chunk or len(out) >= cap:  # the end, or more than an honest worker writes
+                if not chunk or len(out) >= cap or out.count(b"\n") >= lines:  # cap: more than a worker writes
                     return bytes(out)
     return bytes(out)
 

@@ -157,7 +157,7 @@ def _bwrap_prefix() -> tuple[str, ...]:
     return (shutil.which("bwrap"), "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--as-pid-1",
             "--uid", "0", "--gid", "0", "--cap-drop", "ALL",
-            *(a for cap in ("SYS_ADMIN", "SETUID", "SETGID", "SETPCAP", "KILL") for a in ("--cap-add", f"CAP_{cap}")),
+            *(a for cap in ("SYS_ADMIN", "SETUID", "SETGID", "SETPCAP", "KILL", "CHOWN") for a in ("--cap-add", f"CAP_{cap}")),
             *binds, "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
             *_folders_to("/sandbox/inside"), "--ro-bind", str(_INSIDE), "/sandbox/inside", "--proc", "/proc", "--dev", "/dev",
             "--dir", "/tmp", "--size", str(64 * 2**20), "--tmpfs", _FOLDER, "--remount-ro", "/dev",

@@ -137,8 +137,10 @@ class Batch:
         if not (self.running or self.waiting):
             return
         wait = max(0.0, min([p.deadline for p in self.running.values()], default=now + 1.0) - now)
-        ready, _, _ = select.select([*self.running, *self.waiting], [], [], wait)
-        for fd in ready:
+        poll = select.poll()  # not select(): two children per CPU can pass descriptor 1024
+        for fd in [*self.running, *self.waiting]:
+            poll.register(fd, select.POLLIN)
+        for fd, _ in poll.poll(wait * 1000):
             if fd in self.waiting:
                 program, results = self.waiting.pop(fd)
                 os.close(fd)
@@ -194,7 +196,9 @@ def probe(settings: dict) -> list[str]:
             if trial == 0:
                 try:
                     child.confine({**settings, "layers": held + [layer]}, 0, write, held + [layer])
-                    os._exit(0)
+                    # a uid that cannot read the standard library (Python installed under /root, say)
+                    # would break every program that imports a module: then programs keep the worker's
+                    os._exit(0 if os.access(os.path.dirname(os.__file__), os.R_OK | os.X_OK) else 1)
                 except BaseException:  # noqa: BLE001
                     os._exit(1)
             if os.waitpid(trial, 0)[1] == 0:

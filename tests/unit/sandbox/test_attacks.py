@@ -225,3 +225,20 @@ def test_filling_the_disk_in_its_own_folder():
             return written
     """, Sandbox(Limits(wall_seconds=5.0, cpu_seconds=5.0, memory_mb=256)))
     assert outcome.ok and int(outcome.output) <= 2**20  # Limits.file_mb, all files together
+
+
+def test_without_uids_of_their_own_programs_still_cannot_reach_the_worker_or_each_other():
+    # what a parent that is not root gets: every program shares the worker's uid
+    same_uid = Sandbox(FAST, parallel=1, without=("uid",))
+    forge = run_hostile("""
+        import os
+        def f(x):
+            os.write(os.open(f"/proc/{os.getppid()}/fd/1", os.O_WRONLY), b'{"i": 0, "results": [[true, "6"]]}\\n')
+    """, Sandbox(FAST, parallel=1, without=("uid", "audit-hook")))
+    assert forge.error == "crash:PermissionError"  # not dumpable: its descriptors stay closed to the same uid
+    signal = run_hostile("""
+        import os, signal
+        def f(x):
+            signal.pidfd_send_signal(os.pidfd_open(os.getppid()), signal.SIGKILL)
+    """, same_uid)
+    assert signal.error == "forbidden"
