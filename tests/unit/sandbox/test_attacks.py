@@ -4,6 +4,9 @@ results, and that nothing outside the sandbox changed."""
 
 import os
 import resource
+import textwrap
+
+import pytest
 
 from corl.sandbox import Limits, Program, Sandbox
 
@@ -56,15 +59,35 @@ def test_reading_an_earlier_programs_result_pipe():
     assert outcome.output == "b''"
 
 
-def test_root_shell_through_an_aliased_import(tmp_path):
+#: ways to get _posixsubprocess past a check of the first part of the imported name, or past "import"
+IMPORTS = {
+    "dotted alias": """
+        alias = types.ModuleType("innocent")
+        alias.__path__ = [p for p in sys.path if p.endswith("lib-dynload")]
+        sys.modules["innocent"] = alias
+        from innocent import _posixsubprocess""",
+    "import_module": """
+        _posixsubprocess = importlib.import_module("_posixsubprocess")""",
+    "__import__": """
+        _posixsubprocess = __builtins__["__import__"]("_posixsubprocess") if isinstance(__builtins__, dict) \\
+            else __builtins__.__import__("_posixsubprocess")""",
+    "loaded from its file": """
+        folder = [p for p in sys.path if p.endswith("lib-dynload")][0]
+        path = os.path.join(folder, [n for n in os.listdir(folder) if n.startswith("_posixsubprocess.")][0])
+        spec = importlib.util.spec_from_file_location("_posixsubprocess", path)
+        _posixsubprocess = importlib.util.module_from_spec(spec)""",
+}
+
+
+@pytest.mark.parametrize("trick", IMPORTS, ids=list(IMPORTS))
+@pytest.mark.parametrize("hook", [True, False], ids=["hook", "kernel-only"])
+def test_root_shell_through_an_aliased_import(tmp_path, trick, hook):
     marker = tmp_path / "pwned"
+    importing = textwrap.indent(textwrap.dedent(IMPORTS[trick]).strip(), " " * 12)
     outcome = run_hostile(f"""
-        import os, sys, types
+        import importlib, importlib.util, os, sys, types
         def f(x):
-            alias = types.ModuleType("innocent")
-            alias.__path__ = [p for p in sys.path if p.endswith("lib-dynload")]
-            sys.modules["innocent"] = alias
-            from innocent import _posixsubprocess
+{importing}
             read, write = os.pipe()
             errread, errwrite = os.pipe()
             _posixsubprocess.fork_exec(
@@ -72,6 +95,21 @@ def test_root_shell_through_an_aliased_import(tmp_path):
                 -1, -1, -1, write, -1, -1, errread, errwrite, True, False, -1, None, None, None, -1, None, False)
             os.close(write)
             return os.read(read, 100)
+    """, Sandbox(FAST, without=() if hook else ("audit-hook",)))
+    assert outcome.error == "forbidden"
+    assert not marker.exists()
+
+
+def test_the_workers_own_native_handle_is_no_way_in(tmp_path):
+    # the worker's ctypes handle on the C library, found through sys.modules: a ctypes call is refused
+    marker = tmp_path / "pwned"
+    outcome = run_hostile(f"""
+        import sys
+        def f(x):
+            for module in list(sys.modules.values()):
+                libc = getattr(module, "_libc", None)
+                if libc is not None:
+                    return libc.system(b"touch {marker}")
     """)
     assert outcome.error == "forbidden"
     assert not marker.exists()
