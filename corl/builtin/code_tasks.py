@@ -13,11 +13,10 @@ from typing import Literal
 
 import attrs
 
-from corl.sandbox import canonical
 from corl.code import CodeVerifier
 from corl.errors import ConfigError
 from corl.plugins import hookimpl
-from corl.sandbox import Limits
+from corl.sandbox import Limits, canonical
 from corl.types import Prompt
 
 

@@ -91,21 +91,24 @@ class Plan:
         block_read, block_write = os.pipe()
         command[1:1] = ["--info-fd", str(info_write), "--userns-block-fd", str(block_read)]
         try:
-            proc = subprocess.Popen(command, cwd="/", env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL, start_new_session=True,
-                                    pass_fds=(info_write, block_read))
-            os.close(info_write)
-            os.close(block_read)
+            try:
+                proc = subprocess.Popen(command, cwd="/", env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL, start_new_session=True,
+                                        pass_fds=(info_write, block_read))
+            finally:
+                os.close(info_write)  # bubblewrap has its own copies
+                os.close(block_read)
             try:
                 _map_uids(_child_pid(info_read), self.uids)
-                os.write(block_write, b"1")
+                os.write(block_write, b"1")  # bubblewrap goes on, into a namespace whose uids are set
             except BaseException:
                 kill(proc)
+                proc.wait()
                 raise
             return proc
         finally:
-            for fd in (info_read, block_write):
-                os.close(fd)
+            os.close(info_read)
+            os.close(block_write)
 
 
 def _child_pid(info: int) -> int:

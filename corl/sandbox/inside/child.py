@@ -84,7 +84,7 @@ def confine(settings: dict, index: int, channel: int, layers: set | None = None)
     if "private-tmp" in layers:
         folder = root
         kernel.own_mount_namespace()
-        if "read-only" in layers and not settings.get("outer") == "bwrap":  # bwrap's view is read-only already
+        if "read-only" in layers and settings.get("outer") != "bubblewrap":  # its view is read-only already
             kernel.read_only_everywhere()
         kernel.tmpfs(folder, int(limits["file_mb"] * 2**20), owner, owner)
     else:

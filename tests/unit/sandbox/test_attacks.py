@@ -2,15 +2,14 @@
 package replaced. Every test checks the error kind, that the programs around it kept their own
 results, and that nothing outside the sandbox changed."""
 
-import os
 import resource
 import textwrap
 
 import pytest
 
-from corl.sandbox import Limits, Program, Sandbox
+from corl.sandbox import Limits, Sandbox
 
-from .hostile import BENIGN, FAST, SLOW, run_hostile
+from .hostile import FAST, SLOW, run_hostile
 
 #: side by side, so that the hostile program starts while SLOW is still running
 WIDE = Sandbox(Limits(wall_seconds=3.0, cpu_seconds=2.0, memory_mb=256), parallel=4)
