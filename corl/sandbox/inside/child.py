@@ -10,7 +10,8 @@ go on ends the child with :data:`SANDBOX_EXIT` rather than run the program with 
   its folder a fresh tmpfs of ``file_mb`` (a quota on all it writes, seen by nobody else);
 * ``uid``: a uid and gid of its own, never root, no supplementary groups (no signal, ptrace or
   /proc access between programs, or to the worker, even without seccomp);
-* no capabilities in any set, not dumpable (its /proc closed, no core file), rlimits;
+* no capabilities in any set, not dumpable (its /proc closed, no core file), rlimits (CPU, address
+  space, file size, 64 descriptors, no core; 64 threads where its uid is its own);
 * ``seccomp``: the kernel's deny list (:mod:`.seccomp`);
 * ``audit-hook``: the early readable refusal (:mod:`.hook`), last, right before the program.
 """
@@ -28,6 +29,8 @@ from .values import canonical
 #: exit status of a child whose layers could not all be put on: its program never ran
 SANDBOX_EXIT = 113
 _RESULT_FD = 3
+#: threads a program may have, where its uid is its own (RLIMIT_NPROC counts a uid's threads)
+_THREADS = 64
 
 
 class OutputLimit(BaseException):
@@ -100,7 +103,7 @@ def confine(settings: dict, index: int, channel: int, layers: set | None = None)
     kernel.not_dumpable()
     os.chdir(folder)
     os.environ["TMPDIR"] = folder  # tempfile's folders go in its own
-    _limit(limits, threads="seccomp" in layers)
+    _limit(limits, threads="seccomp" in layers, own_uid=uid is not None)
     if "seccomp" in layers:
         kernel.seccomp(seccomp.program(os.uname().machine, os.getpid()))
     for name in [m for m in sys.modules if m == "ctypes" or m.startswith(("ctypes.", "_ctypes"))]:
@@ -108,7 +111,7 @@ def confine(settings: dict, index: int, channel: int, layers: set | None = None)
     return folder
 
 
-def _limit(limits: dict, threads: bool) -> None:
+def _limit(limits: dict, threads: bool, own_uid: bool) -> None:
     cpu = max(1, int(limits["cpu_seconds"] + 0.999))
     memory = int(limits["memory_mb"]) * 2**20
     files = int(limits["file_mb"] * 2**20)
@@ -117,6 +120,8 @@ def _limit(limits: dict, threads: bool) -> None:
               (resource.RLIMIT_NOFILE, (64, 64))]
     if not threads:  # without seccomp, the process limit is what stops a fork (for any uid but root)
         values.append((resource.RLIMIT_NPROC, (0, 0)))
+    elif own_uid:  # the uid's count is this program's threads: small stacks cannot make thousands
+        values.append((resource.RLIMIT_NPROC, (_THREADS, _THREADS)))
     for which, value in values:
         resource.setrlimit(which, value)
 

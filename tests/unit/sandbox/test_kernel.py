@@ -163,3 +163,22 @@ def test_writing_to_its_inherited_descriptors_reaches_nobody(bare):
 
 def test_no_core_file(bare):
     assert run_hostile("import os\ndef f(x):\n    os.abort()", bare).error == "crash:signal6"
+
+
+def test_a_thread_bomb_stops_at_the_limits(bare):
+    source = """
+        import threading, time
+        def f(x):
+            threading.stack_size(32768)  # small stacks: the address space alone would allow thousands
+            started = 0
+            try:
+                while started < 100000:
+                    threading.Thread(target=time.sleep, args=(5,), daemon=True).start()
+                    started += 1
+            except RuntimeError:
+                pass
+            return started
+    """
+    outcome = run_hostile(source, bare)
+    bound = 64 if "uid" in isolation(bare.isolate).layers else 8000
+    assert outcome.ok and int(outcome.output) < bound
