@@ -182,3 +182,20 @@ def test_a_thread_bomb_stops_at_the_limits(bare):
     outcome = run_hostile(source, bare)
     bound = 64 if "uid" in isolation(bare.isolate).layers else 8000
     assert outcome.ok and int(outcome.output) < bound
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86-64 machine code")
+@pytest.mark.parametrize("code", ["b8 02 00 00 00 cd 80 c3",  # mov eax, 2 (i386 fork); int 0x80; ret
+                                  "b8 39 00 00 40 0f 05 c3"],  # mov eax, 57 | x32 bit (fork); syscall; ret
+                         ids=["i386", "x32"])
+def test_the_other_system_call_tables_are_closed(bare, code):
+    # machine code that enters the kernel through the 32-bit tables, whose numbers the filter does not check
+    source = f"""
+        import ctypes, mmap
+        def f(x):
+            page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+            page.write(bytes.fromhex("{code}"))
+            address = ctypes.addressof(ctypes.c_char.from_buffer(page))
+            return ctypes.CFUNCTYPE(ctypes.c_long)(address)()
+    """
+    assert run_hostile(source, bare).error == "forbidden"
