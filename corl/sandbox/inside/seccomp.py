@@ -24,6 +24,7 @@ library probes for the name service cache with a socket; an error, not a kill, k
 
 from __future__ import annotations
 
+import functools
 import struct
 
 KILL = 0x80000000  # SECCOMP_RET_KILL_PROCESS
@@ -91,10 +92,12 @@ _CLONE_THREAD = 0x00010000
 _CLONE_NEW = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 _X32_BIT = 0x40000000  # x86-64's x32 calls: the same numbers with this bit set
 
-# classic BPF: (code, jump if true, jump if false, k); jumps count instructions after the next one
+# classic BPF: (code, jump if true, jump if false, k); a jump is a label here, an offset once assembled
 _LOAD = 0x20  # BPF_LD | BPF_W | BPF_ABS: A = seccomp_data[k]
-_JEQ, _JGE, _JSET, _RET = 0x15, 0x35, 0x45, 0x06
+_JEQ, _JGT, _JGE, _JSET, _RET = 0x15, 0x25, 0x35, 0x45, 0x06
 _NR_AT, _ARCH_AT = 0, 4
+_PID = "pid"  # stands for the process's own pid in a template, patched in per process
+_NEXT = None  # a jump to the next instruction
 
 
 def _arg(i: int) -> int:
@@ -103,39 +106,85 @@ def _arg(i: int) -> int:
     return 16 + 8 * i
 
 
-def _only(values: tuple[int, ...], arg: int) -> list[tuple]:
-    """Allow when argument ``arg`` is one of ``values``, else kill."""
-    n = len(values)
-    return ([(_LOAD, 0, 0, _arg(arg))] + [(_JEQ, n - i, 0, v) for i, v in enumerate(values)]
-            + [(_RET, 0, 0, KILL), (_RET, 0, 0, ALLOW)])
+def _ret(action: int) -> tuple:
+    return (_RET, _NEXT, _NEXT, action)
 
 
-def _never(values: tuple[int, ...], arg: int) -> list[tuple]:
-    """Kill when argument ``arg`` is one of ``values``, else allow."""
-    n = len(values)
-    return ([(_LOAD, 0, 0, _arg(arg))] + [(_JEQ, n - i, 0, v) for i, v in enumerate(values)]
-            + [(_RET, 0, 0, ALLOW), (_RET, 0, 0, KILL)])
+def _runs(numbers: list[int]) -> list[tuple[int, int]]:
+    """Sorted numbers as (first, last) runs of consecutive ones: fewer instructions to check."""
+    runs: list[list[int]] = []
+    for n in sorted(numbers):
+        if runs and runs[-1][1] == n - 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return [(first, last) for first, last in runs]
 
 
-def _rules(pid: int) -> list[tuple[str, list[tuple]]]:
-    clone = [(_LOAD, 0, 0, _arg(0)), (_JSET, 2, 0, _CLONE_NEW), (_JSET, 0, 1, _CLONE_THREAD),
-             (_RET, 0, 0, ALLOW), (_RET, 0, 0, KILL)]  # threads only, in this process's namespaces
-    return ([(name, [(_RET, 0, 0, KILL)]) for name in _KILLED]
-            + [(name, _only((pid,), 0)) for name in _SELF] + [(name, _only((pid, 0), 0)) for name in _SELF_OR_ZERO]
-            + [("clone", clone), ("clone3", [(_RET, 0, 0, _ERRNO | _ENOSYS)]),
-               ("socket", [(_RET, 0, 0, _ERRNO | _EACCES)]), ("socketpair", [(_RET, 0, 0, _ERRNO | _EACCES)]),
-               ("fcntl", _never(_FCNTL_KILLED, 1)), ("ioctl", _never(_IOCTL_KILLED, 1))])
+def _template(machine: str) -> list[tuple]:
+    """The filter with a placeholder for the pid: instructions, with labels still in the jumps."""
+    column = ("x86_64", "aarch64").index(machine)
+    nr = {name: numbers[column] for name, numbers in _NR.items() if numbers[column] is not None}
+    blocks = {  # calls that depend on their arguments: each its own block, which returns
+        **{name: [(_LOAD, _NEXT, _NEXT, _arg(0)), (_JEQ, "allow", "kill", _PID)] for name in _SELF},
+        **{name: [(_LOAD, _NEXT, _NEXT, _arg(0)), (_JEQ, "allow", _NEXT, _PID), (_JEQ, "allow", "kill", 0)]
+           for name in _SELF_OR_ZERO},
+        "clone": [(_LOAD, _NEXT, _NEXT, _arg(0)), (_JSET, "kill", _NEXT, _CLONE_NEW),  # threads only,
+                  (_JSET, "allow", "kill", _CLONE_THREAD)],  # in this process's namespaces
+        "clone3": [_ret(_ERRNO | _ENOSYS)], "socket": [_ret(_ERRNO | _EACCES)],
+        "socketpair": [_ret(_ERRNO | _EACCES)],
+        "fcntl": [(_LOAD, _NEXT, _NEXT, _arg(1))] + [(_JEQ, "kill", _NEXT, c) for c in _FCNTL_KILLED] + [_ret(ALLOW)],
+        "ioctl": [(_LOAD, _NEXT, _NEXT, _arg(1))] + [(_JEQ, "kill", _NEXT, c) for c in _IOCTL_KILLED] + [_ret(ALLOW)],
+    }
+    code: list[tuple] = [(_LOAD, _NEXT, _NEXT, _ARCH_AT), (_JEQ, _NEXT, "kill", ARCHES[machine]),
+                         (_LOAD, _NEXT, _NEXT, _NR_AT)]
+    if machine == "x86_64":
+        code.append((_JGE, "kill", _NEXT, _X32_BIT))
+    code += [(_JEQ, f"call {name}", _NEXT, nr[name]) for name in blocks if name in nr]
+    for first, last in _runs([nr[name] for name in _KILLED if name in nr]):
+        if first == last:
+            code.append((_JEQ, "kill", _NEXT, first))
+        else:  # first <= nr <= last
+            code += [(_JGE, _NEXT, f"past {last}", first), (_JGT, _NEXT, "kill", last), ("label", f"past {last}")]
+    code.append(_ret(ALLOW))  # every other call
+    for name, block in blocks.items():
+        if name in nr:
+            code += [("label", f"call {name}"), *block]
+    return code + [("label", "allow"), _ret(ALLOW), ("label", "kill"), _ret(KILL)]  # BPF jumps only forward
+
+
+def _assemble(code: list[tuple]) -> tuple[bytes, list[int]]:
+    """Labels to offsets; returns the packed instructions and where the pid goes in them."""
+    at, n = {}, 0
+    for insn in code:
+        if insn[0] == "label":
+            assert insn[1] not in at, f"label {insn[1]} twice"
+            at[insn[1]] = n
+        else:
+            n += 1
+    packed, pid_at, n = [], [], 0
+    for op, jt, jf, k in (insn for insn in code if insn[0] != "label"):
+        jumps = [0 if target is _NEXT else at[target] - n - 1 for target in (jt, jf)]
+        assert all(0 <= j < 256 for j in jumps), "a jump past 255 instructions"
+        if k == _PID:
+            pid_at.append(8 * n + 4)
+            k = 0
+        packed.append(struct.pack("=HBBI", op, *jumps, k))
+        n += 1
+    return b"".join(packed), pid_at
+
+
+@functools.cache
+def template(machine: str) -> tuple[bytes, tuple[int, ...]]:
+    """The assembled filter for ``machine`` and the offsets of its pid: built once, in the worker."""
+    code, pid_at = _assemble(_template(machine))
+    return code, tuple(pid_at)
 
 
 def program(machine: str, pid: int) -> bytes:
     """The filter for a process ``pid`` (as it sees itself) on ``machine``, as ``struct sock_filter``s."""
-    column = ("x86_64", "aarch64").index(machine)
-    code = [(_LOAD, 0, 0, _ARCH_AT), (_JEQ, 1, 0, ARCHES[machine]), (_RET, 0, 0, KILL), (_LOAD, 0, 0, _NR_AT)]
-    if machine == "x86_64":
-        code += [(_JGE, 0, 1, _X32_BIT), (_RET, 0, 0, KILL)]
-    for name, block in _rules(pid):
-        nr = _NR[name][column]
-        if nr is not None:
-            code += [(_JEQ, 0, len(block), nr)] + block  # each block ends in a return
-    code.append((_RET, 0, 0, ALLOW))
-    return b"".join(struct.pack("=HBBI", *insn) for insn in code)
+    code, pid_at = template(machine)
+    patched = bytearray(code)
+    for offset in pid_at:
+        struct.pack_into("=I", patched, offset, pid)
+    return bytes(patched)

@@ -22,7 +22,7 @@ import select
 import signal
 import time
 
-from . import child, hook, kernel
+from . import child, hook, kernel, seccomp
 
 _LENGTH_DIGITS = 10
 
@@ -220,6 +220,8 @@ def main() -> None:
     if settings.get("probe"):
         write_line({"layers": probe(settings)})
         return
+    if "seccomp" in settings["layers"]:
+        seccomp.template(os.uname().machine)  # assembled once here; each child only writes its pid in
     batch = Batch(settings)
     while batch.busy():
         batch.start_more()
