@@ -10,9 +10,11 @@ import pytest
 
 from corl.sandbox import Limits, Program, Sandbox, isolation
 
-from .hostile import FAST, SLOW, run_hostile
+from .hostile import SLOW, run_hostile
 
 KERNEL_ONLY = ("audit-hook",)
+#: room for SLOW (0.4 s asleep) on a loaded machine
+SURE = Limits(wall_seconds=2.0, cpu_seconds=1.0, memory_mb=256)
 
 
 @pytest.fixture(params=[True, False], ids=["bubblewrap", "plain"])
@@ -20,7 +22,7 @@ def bare(request):
     """A sandbox without its audit hook, with and without the outer layer."""
     if "seccomp" not in isolation(request.param).layers:
         pytest.skip("no seccomp filter on this machine")
-    return Sandbox(FAST, isolate=request.param, without=KERNEL_ONLY)
+    return Sandbox(SURE, isolate=request.param, without=KERNEL_ONLY)
 
 
 LIBC = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
