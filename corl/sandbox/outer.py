@@ -25,6 +25,7 @@ import select
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -58,7 +59,8 @@ LAYERS = {
 @attrs.frozen
 class Isolation:
     """What holds on this machine: the outer layer (``bubblewrap``, ``unshare`` or ``none``), the
-    layers every program runs under, and, in words, what is missing."""
+    layers every program runs under, and the names of those missing (:data:`LAYERS` says what
+    each one's absence means)."""
 
     outer: str
     layers: tuple[str, ...]
@@ -242,8 +244,7 @@ def frame(record) -> bytes:
 
 
 def new_folder() -> str:
-    import tempfile
-
+    """A batch's folder on the host, for a worker outside bubblewrap."""
     folder = tempfile.mkdtemp(prefix="corl-sandbox-")
     os.chmod(folder, 0o711)  # programs with uids of their own go through it to their folders, never list it
     return folder
