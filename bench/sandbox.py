@@ -1,11 +1,21 @@
-"""Sandbox throughput: programs executed per second, by batch size.
+"""Sandbox throughput and what each layer costs: programs executed per second, by batch size, with
+every layer, then with one layer left out at a time, side by side in one run.
 
-    python bench/sandbox.py [--sizes 1,16,64,256] [--inputs 4] [--repeat 3] [--no-isolate]
+    python bench/sandbox.py [--sizes 1,16,64,256] [--inputs 4] [--repeat 3] [--mode expression]
 
 Each batch is one ``Sandbox.run`` call (one worker process, one forked child per program) of
-distinct expressions of ``x`` (what the zoo models write), each run on ``--inputs`` inputs; a
-function-mode batch (``def f(n)``, what real models write) is measured too. Prints the median
-over ``--repeat`` runs. On a shared machine, the figures move with its load.
+distinct programs, each run on ``--inputs`` inputs: expressions of ``x`` (what the zoo models
+write) or ``def f(n)`` functions (what real models write). Prints the median over ``--repeat``
+runs; the batch of 1 is the latency of one program, the worker's start included. The rows:
+
+* ``all``: every layer this machine allows (:func:`corl.sandbox.isolation`);
+* ``-<layer>``: the same without one child layer (``Sandbox(without=...)``);
+* ``no bubblewrap``: the worker as a plain process, the child's layers still on;
+* ``rlimits only``: no outer layer and no child layer but the rlimits (about what the sandbox was
+  before issue 21, without its namespaces).
+
+On a shared machine the figures move with its load; the configurations alternate within each
+repeat so that they see the same load.
 """
 
 from __future__ import annotations
@@ -14,8 +24,11 @@ import argparse
 import os
 import statistics
 import time
+import warnings
 
 from corl.sandbox import Program, Sandbox, isolation
+
+CHILD_LAYERS = ("audit-hook", "seccomp", "uid", "private-tmp")
 
 
 def programs(n: int, inputs: int, mode: str) -> list[Program]:
@@ -25,29 +38,51 @@ def programs(n: int, inputs: int, mode: str) -> list[Program]:
     return [Program(f"def f(n):\n    return sum(range(n)) + {i}", xs, mode="function") for i in range(n)]
 
 
+def configurations() -> dict[str, Sandbox]:
+    layers = isolation().layers
+    found = {"all": Sandbox()}
+    for layer in CHILD_LAYERS:
+        if layer in layers:
+            found[f"-{layer}"] = Sandbox(without=(layer,))
+    found["no bubblewrap"] = Sandbox(isolate=False)
+    found["rlimits only"] = Sandbox(isolate=False, without=CHILD_LAYERS)
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,16,64,256")
     parser.add_argument("--inputs", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--no-isolate", action="store_true", help="skip the unshare namespaces")
+    parser.add_argument("--mode", default="expression,function", help="expression, function or both")
     args = parser.parse_args()
-    sandbox = Sandbox(isolate=not args.no_isolate)
-    prefix = isolation() if not args.no_isolate else ()
-    print(f"isolation: {' '.join(prefix) or 'none (rlimits + audit hook only)'}; {os.cpu_count()} CPUs, "
-          f"load average {os.getloadavg()[0]:.1f}; {args.inputs} inputs per program")
-    print(f"{'mode':<11}{'batch':>7}{'seconds':>10}{'programs/s':>12}{'ms/program':>12}")
-    for mode in ("expression", "function"):
-        for size in (int(s) for s in args.sizes.split(",")):
+    found = isolation()
+    print(f"outer layer: {found.outer}; layers: {', '.join(found.layers)}; missing: {', '.join(found.missing) or '-'}")
+    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; {args.inputs} inputs per program")
+    sizes = [int(s) for s in args.sizes.split(",")]
+    sandboxes = configurations()
+    with warnings.catch_warnings():  # a configuration without a layer is expected to lack it
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for sandbox in sandboxes.values():  # probe and warm up outside the timings
+            sandbox.run(programs(2, args.inputs, "expression"))
+    for mode in args.mode.split(","):
+        print(f"\n{mode}: programs/s by batch size (ms for a batch of 1)")
+        print(f"{'layers':<16}" + "".join(f"{size:>10}" for size in sizes))
+        times = {(name, size): [] for name in sandboxes for size in sizes}
+        for size in sizes:
             batch = programs(size, args.inputs, mode)
-            times = []
             for _ in range(args.repeat):
-                start = time.perf_counter()
-                results = sandbox.run(batch)
-                times.append(time.perf_counter() - start)
-                assert all(o.ok for row in results for o in row), "a benchmark program failed"
-            t = statistics.median(times)
-            print(f"{mode:<11}{size:>7}{t:>10.3f}{size / t:>12.0f}{1000 * t / size:>12.2f}")
+                for name, sandbox in sandboxes.items():
+                    start = time.perf_counter()
+                    results = sandbox.run(batch)
+                    times[name, size].append(time.perf_counter() - start)
+                    assert all(o.ok for row in results for o in row), f"a benchmark program failed under {name}"
+        for name in sandboxes:
+            cells = []
+            for size in sizes:
+                t = statistics.median(times[name, size])
+                cells.append(f"{1000 * t:>8.0f}ms" if size == 1 else f"{size / t:>10.0f}")
+            print(f"{name:<16}" + "".join(cells))
 
 
 if __name__ == "__main__":

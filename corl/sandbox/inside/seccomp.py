@@ -1,0 +1,190 @@
+"""The seccomp filter every program runs under: the kernel, not Python, refuses what a program must
+not do, however it gets there (ctypes, a crafted extension module, a bug in CPython).
+
+A classic BPF program, assembled here (no libseccomp needed), for x86-64 and aarch64. It is a deny
+list: the interpreter keeps every ordinary system call (files in its view, memory, time, threads),
+and these end the process with SIGSYS (``forbidden``):
+
+* creating processes or running programs (``fork``, ``clone`` without ``CLONE_THREAD``, ``execve``);
+* reaching another process: ``ptrace``, ``process_vm_*``, every ``pidfd_*``, ``kill`` / ``tgkill``
+  / ``rt_sigqueueinfo`` to anyone but itself, ``prlimit`` / ``sched_set*`` on another process,
+  ``setpriority`` / ``ioprio_set`` (``os.nice``), ``F_SETOWN`` / ``FIOSETOWN`` (signals by I/O);
+* leaving its namespaces or identity: ``mount`` and the new mount API, ``unshare``, ``setns``,
+  ``chroot``, ``set*uid`` / ``set*gid``, ``setsid`` / ``setpgid``;
+* kernel surfaces that have no use in a program and a history of exploits: ``bpf``,
+  ``perf_event_open``, ``userfaultfd``, ``io_uring_*`` (it runs system calls seccomp does not
+  see), keyrings, modules, ``kexec``, ``open_by_handle_at``, SysV IPC and POSIX message queues
+  (shared by every program of the batch), ``TIOCSTI``.
+
+``clone3`` fails with ENOSYS (its flags are in memory a filter cannot read; the C library then
+falls back to ``clone``, which is checked) and ``socket`` / ``socketpair`` with EACCES (the C
+library probes for the name service cache with a socket; an error, not a kill, keeps
+``getpass.getuser()`` and the like alive).
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+
+KILL = 0x80000000  # SECCOMP_RET_KILL_PROCESS
+ALLOW = 0x7FFF0000
+_ERRNO = 0x00050000
+_EACCES, _ENOSYS = 13, 38
+
+#: AUDIT_ARCH_* of each machine this filter knows, by ``os.uname().machine``
+ARCHES = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+
+#: system call numbers, (x86-64, aarch64); None where the machine has no such call
+_NR = {
+    "fork": (57, None), "vfork": (58, None), "clone": (56, 220), "clone3": (435, 435), "execve": (59, 221),
+    "execveat": (322, 281), "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
+    "kcmp": (312, 272), "pidfd_open": (434, 434), "pidfd_getfd": (438, 438), "pidfd_send_signal": (424, 424),
+    "process_madvise": (440, 440), "process_mrelease": (448, 448), "mount": (165, 40), "umount2": (166, 39),
+    "pivot_root": (155, 41), "chroot": (161, 51), "move_mount": (429, 429), "open_tree": (428, 428),
+    "fsopen": (430, 430), "fsconfig": (431, 431), "fsmount": (432, 432), "fspick": (433, 433),
+    "mount_setattr": (442, 442), "unshare": (272, 97), "setns": (308, 268), "setuid": (105, 146),
+    "setgid": (106, 144), "setreuid": (113, 145), "setregid": (114, 143), "setresuid": (117, 147),
+    "setresgid": (119, 149), "setfsuid": (122, 151), "setfsgid": (123, 152), "setgroups": (116, 159),
+    "setpgid": (109, 154), "setsid": (112, 157), "setpriority": (141, 140), "ioprio_set": (251, 30),
+    "kill": (62, 129), "tkill": (200, 130), "tgkill": (234, 131), "rt_sigqueueinfo": (129, 138),
+    "rt_tgsigqueueinfo": (297, 240), "prlimit64": (302, 261), "sched_setaffinity": (203, 122),
+    "sched_setscheduler": (144, 119), "sched_setparam": (142, 118), "sched_setattr": (314, 274), "bpf": (321, 280),
+    "perf_event_open": (298, 241), "userfaultfd": (323, 282), "io_uring_setup": (425, 425),
+    "io_uring_enter": (426, 426), "io_uring_register": (427, 427), "keyctl": (250, 219), "add_key": (248, 217),
+    "request_key": (249, 218), "kexec_load": (246, 104), "kexec_file_load": (320, 294), "init_module": (175, 105),
+    "finit_module": (313, 273), "delete_module": (176, 106), "reboot": (169, 142), "swapon": (167, 224),
+    "swapoff": (168, 225), "acct": (163, 89), "quotactl": (179, 60), "quotactl_fd": (443, 443), "syslog": (103, 116),
+    "settimeofday": (164, 170), "clock_settime": (227, 112), "clock_adjtime": (305, 266), "adjtimex": (159, 171),
+    "sethostname": (170, 161), "setdomainname": (171, 162), "iopl": (172, None), "ioperm": (173, None),
+    "modify_ldt": (154, None), "uselib": (134, None), "name_to_handle_at": (303, 264),
+    "open_by_handle_at": (304, 265), "shmget": (29, 194), "shmat": (30, 196), "shmdt": (67, 197),
+    "shmctl": (31, 195), "semget": (64, 190), "semop": (65, 193), "semtimedop": (220, 192), "semctl": (66, 191),
+    "msgget": (68, 186), "msgsnd": (69, 189), "msgrcv": (70, 188), "msgctl": (71, 187), "mq_open": (240, 180),
+    "mq_unlink": (241, 181), "mq_timedsend": (242, 182), "mq_timedreceive": (243, 183), "mq_notify": (244, 184),
+    "mq_getsetattr": (245, 185), "migrate_pages": (256, 238), "move_pages": (279, 239), "vhangup": (153, 58),
+    "fanotify_init": (300, 262), "socket": (41, 198), "socketpair": (53, 199), "fcntl": (72, 25), "ioctl": (16, 29),
+}
+
+_KILLED = (
+    "fork", "vfork", "execve", "execveat", "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_open",
+    "pidfd_getfd", "pidfd_send_signal", "process_madvise", "process_mrelease", "mount", "umount2", "pivot_root",
+    "chroot", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "unshare",
+    "setns", "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setfsuid", "setfsgid",
+    "setgroups", "setpgid", "setsid", "setpriority", "ioprio_set", "tkill", "bpf", "perf_event_open", "userfaultfd",
+    "io_uring_setup", "io_uring_enter", "io_uring_register", "keyctl", "add_key", "request_key", "kexec_load",
+    "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot", "swapon", "swapoff", "acct",
+    "quotactl", "quotactl_fd", "syslog", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "sethostname",
+    "setdomainname", "iopl", "ioperm", "modify_ldt", "uselib", "name_to_handle_at", "open_by_handle_at", "shmget",
+    "shmat", "shmdt", "shmctl", "semget", "semop", "semtimedop", "semctl", "msgget", "msgsnd", "msgrcv", "msgctl",
+    "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr", "migrate_pages",
+    "move_pages", "vhangup", "fanotify_init",
+)
+#: calls whose first argument is a process: allowed on itself only (0 means itself for the second group)
+_SELF = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
+_SELF_OR_ZERO = ("prlimit64", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr")
+#: F_SETOWN, F_SETSIG, F_SETOWN_EX: have the kernel signal another process when a descriptor is ready
+_FCNTL_KILLED = (8, 10, 15)
+#: TIOCSPGRP, TIOCSTI (typing into a terminal), FIOSETOWN, SIOCSPGRP
+_IOCTL_KILLED = (0x5410, 0x5412, 0x8901, 0x8902)
+_CLONE_THREAD = 0x00010000
+#: CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
+_CLONE_NEW = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+_X32_BIT = 0x40000000  # x86-64's x32 calls: the same numbers with this bit set
+
+# classic BPF: (code, jump if true, jump if false, k); a jump is a label here, an offset once assembled
+_LOAD = 0x20  # BPF_LD | BPF_W | BPF_ABS: A = seccomp_data[k]
+_JEQ, _JGT, _JGE, _JSET, _RET = 0x15, 0x25, 0x35, 0x45, 0x06
+_NR_AT, _ARCH_AT = 0, 4
+_PID = "pid"  # stands for the process's own pid in a template, patched in per process
+_NEXT = None  # a jump to the next instruction
+
+
+def _arg(i: int) -> int:
+    """Offset of argument ``i``'s low 32 bits (both machines are little-endian; pids, commands and
+    clone's flags are 32-bit values to the kernel, which ignores the high half)."""
+    return 16 + 8 * i
+
+
+def _ret(action: int) -> tuple:
+    return (_RET, _NEXT, _NEXT, action)
+
+
+def _runs(numbers: list[int]) -> list[tuple[int, int]]:
+    """Sorted numbers as (first, last) runs of consecutive ones: fewer instructions to check."""
+    runs: list[list[int]] = []
+    for n in sorted(numbers):
+        if runs and runs[-1][1] == n - 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return [(first, last) for first, last in runs]
+
+
+def _template(machine: str) -> list[tuple]:
+    """The filter with a placeholder for the pid: instructions, with labels still in the jumps."""
+    column = ("x86_64", "aarch64").index(machine)
+    nr = {name: numbers[column] for name, numbers in _NR.items() if numbers[column] is not None}
+    blocks = {  # calls that depend on their arguments: each its own block, which returns
+        **{name: [(_LOAD, _NEXT, _NEXT, _arg(0)), (_JEQ, "allow", "kill", _PID)] for name in _SELF},
+        **{name: [(_LOAD, _NEXT, _NEXT, _arg(0)), (_JEQ, "allow", _NEXT, _PID), (_JEQ, "allow", "kill", 0)]
+           for name in _SELF_OR_ZERO},
+        "clone": [(_LOAD, _NEXT, _NEXT, _arg(0)), (_JSET, "kill", _NEXT, _CLONE_NEW),  # threads only,
+                  (_JSET, "allow", "kill", _CLONE_THREAD)],  # in this process's namespaces
+        "clone3": [_ret(_ERRNO | _ENOSYS)], "socket": [_ret(_ERRNO | _EACCES)],
+        "socketpair": [_ret(_ERRNO | _EACCES)],
+        "fcntl": [(_LOAD, _NEXT, _NEXT, _arg(1))] + [(_JEQ, "kill", _NEXT, c) for c in _FCNTL_KILLED] + [_ret(ALLOW)],
+        "ioctl": [(_LOAD, _NEXT, _NEXT, _arg(1))] + [(_JEQ, "kill", _NEXT, c) for c in _IOCTL_KILLED] + [_ret(ALLOW)],
+    }
+    code: list[tuple] = [(_LOAD, _NEXT, _NEXT, _ARCH_AT), (_JEQ, _NEXT, "kill", ARCHES[machine]),
+                         (_LOAD, _NEXT, _NEXT, _NR_AT)]
+    if machine == "x86_64":
+        code.append((_JGE, "kill", _NEXT, _X32_BIT))
+    code += [(_JEQ, f"call {name}", _NEXT, nr[name]) for name in blocks if name in nr]
+    for first, last in _runs([nr[name] for name in _KILLED if name in nr]):
+        if first == last:
+            code.append((_JEQ, "kill", _NEXT, first))
+        else:  # first <= nr <= last
+            code += [(_JGE, _NEXT, f"past {last}", first), (_JGT, _NEXT, "kill", last), ("label", f"past {last}")]
+    code.append(_ret(ALLOW))  # every other call
+    for name, block in blocks.items():
+        if name in nr:
+            code += [("label", f"call {name}"), *block]
+    return code + [("label", "allow"), _ret(ALLOW), ("label", "kill"), _ret(KILL)]  # BPF jumps only forward
+
+
+def _assemble(code: list[tuple]) -> tuple[bytes, list[int]]:
+    """Labels to offsets; returns the packed instructions and where the pid goes in them."""
+    at, n = {}, 0
+    for insn in code:
+        if insn[0] == "label":
+            assert insn[1] not in at, f"label {insn[1]} twice"
+            at[insn[1]] = n
+        else:
+            n += 1
+    packed, pid_at, n = [], [], 0
+    for op, jt, jf, k in (insn for insn in code if insn[0] != "label"):
+        jumps = [0 if target is _NEXT else at[target] - n - 1 for target in (jt, jf)]
+        assert all(0 <= j < 256 for j in jumps), "a jump past 255 instructions"
+        if k == _PID:
+            pid_at.append(8 * n + 4)
+            k = 0
+        packed.append(struct.pack("=HBBI", op, *jumps, k))
+        n += 1
+    return b"".join(packed), pid_at
+
+
+@functools.cache
+def template(machine: str) -> tuple[bytes, tuple[int, ...]]:
+    """The assembled filter for ``machine`` and the offsets of its pid: built once, in the worker."""
+    code, pid_at = _assemble(_template(machine))
+    return code, tuple(pid_at)
+
+
+def program(machine: str, pid: int) -> bytes:
+    """The filter for a process ``pid`` (as it sees itself) on ``machine``, as ``struct sock_filter``s."""
+    code, pid_at = template(machine)
+    patched = bytearray(code)
+    for offset in pid_at:
+        struct.pack_into("=I", patched, offset, pid)
+    return bytes(patched)
