@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -36,6 +36,9 @@ class RunSection:
                                metadata={H: "torch CPU threads (0: all cores)"})
     supervised: bool = attrs.field(default=False, metadata={
         H: "declare the run supervised: required for (and only allowed with) a router that reads labels"})
+    protocol: Literal["held_out", "test_time"] = attrs.field(default="held_out", metadata={
+        H: "held_out: train on the task's train split, evaluate on its eval split; test_time: train label-free "
+           "on the very prompts that are evaluated (TTRL's protocol; their labels only score the evaluations)"})
     observers: tuple[str, ...] = attrs.field(default=("console", "jsonl", "tensorboard", "checkpoint"),
                                              metadata={H: "observer plugins to attach, by name"})
     plugins: tuple[str, ...] = attrs.field(default=(), metadata={

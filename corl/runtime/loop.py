@@ -107,14 +107,17 @@ class Run:
         self._name("task", spec.task)
         self.task = self._given["task"] or build("task", spec.task, ctx)
         self.verifier = BoundedVerifier(self.task.verifier, spec.run.answer_timeout)
-        self.train = list(self.task.split("train"))
-        if len(self.train) < spec.run.prompts_per_step:
-            raise CorlError(f"task: the train split has {len(self.train)} prompts, fewer than run.prompts_per_step "
-                            f"({spec.run.prompts_per_step})")
         held_out = list(self.task.split("eval"))
         if spec.eval.size > len(held_out):
             raise CorlError(f"eval.size: {spec.eval.size} exceeds the task's eval split ({len(held_out)} prompts)")
         self.eval_prompts = held_out[: spec.eval.size]
+        # test_time (TTRL): the evaluated prompts are the unlabeled training prompts; no label is used to train
+        test_time = spec.run.protocol == "test_time"
+        self.train = list(self.eval_prompts) if test_time else list(self.task.split("train"))
+        if len(self.train) < spec.run.prompts_per_step:
+            where = "eval.size (the test-time training prompts) is" if test_time else "the train split has"
+            raise CorlError(f"task: {where} {len(self.train)} prompts, fewer than run.prompts_per_step "
+                            f"({spec.run.prompts_per_step})")
         ctx = attrs.evolve(ctx, task=self.task)
         for a in spec.agents:
             if not layout.owns(a.name):  # held by other ranks
