@@ -144,7 +144,9 @@ def parser() -> argparse.ArgumentParser:
         if name == "run":
             sp.add_argument("--resume", action="store_true",
                             help="continue from the newest complete checkpoint in the run's output dir")
-            sp.add_argument("--force", action="store_true", help="resume even if the recipe changed in a way that matters")
+            sp.add_argument("--force", action="store_true",
+                            help="replace an earlier run in the output dir (finished or started); with --resume, "
+                                 "resume even if the recipe changed in a way that matters")
     for name, fn, text in (("eval", _inspect("cmd_eval"), "evaluate models or a run's final checkpoints on a task"),
                            ("cohort", _inspect("cmd_cohort"), "rank candidate peers by label-free decorrelation")):
         sp = sub.add_parser(name, help=text)

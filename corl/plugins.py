@@ -20,7 +20,7 @@ import attrs
 import pluggy
 
 from corl import hookspecs
-from corl.errors import ConfigError, PluginError
+from corl.errors import ConfigError, CorlError, PluginError
 from corl.protocols import traits
 
 #: Built-in plugin modules, registered exactly like third-party plugins.
@@ -197,6 +197,38 @@ def register(pm: pluggy.PluginManager, plugin: Any, name: str) -> None:
         if pm.has_plugin(name):
             pm.unregister(name=name)
         raise PluginError(f"plugin {name!r}: {_first_line(exc)}") from None
+
+
+def call_hook(pm: pluggy.PluginManager, hook: str, names: Callable[[str], str] | None = None,
+              **kwargs: Any) -> list[Any]:
+    """Call ``hook`` on every plugin. An exception raised by a plugin's implementation becomes a
+    :class:`PluginError` naming that plugin (``names(plugin_name)`` says how) and the hook; a
+    :class:`CorlError` already says what to fix and passes unchanged, as do signals."""
+    try:
+        return getattr(pm.hook, hook)(**kwargs)
+    except CorlError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - turned into one line that names the plugin
+        culprit = _raised_by(pm, hook, exc)
+        who = (names or (lambda name: f"plugin {name!r}"))(culprit) if culprit else "a plugin"
+        raise PluginError(f"{who}: {hook} raised {type(exc).__name__}: {_first_line(exc)}") from exc
+
+
+def _raised_by(pm: pluggy.PluginManager, hook: str, exc: BaseException) -> str | None:
+    """The plugin whose implementation of ``hook`` the traceback of ``exc`` passes through."""
+    import inspect
+
+    codes = {}
+    for impl in getattr(pm.hook, hook).get_hookimpls():
+        code = getattr(inspect.unwrap(impl.function), "__code__", None)
+        if code is not None:
+            codes[code] = impl.plugin_name
+    tb = exc.__traceback__
+    while tb is not None:  # outermost first: the implementation pluggy called
+        if tb.tb_frame.f_code in codes:
+            return codes[tb.tb_frame.f_code]
+        tb = tb.tb_next
+    return None
 
 
 def _first_line(exc: BaseException) -> str:

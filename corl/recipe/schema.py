@@ -17,15 +17,24 @@ H = "help"
 
 
 def _output_template(value: str) -> None:
+    if not value.strip():
+        raise ValueError("give a folder (the default is runs/{name})")
     try:
         value.format(name="x")
     except (KeyError, IndexError, ValueError):
         raise ValueError("the only placeholder allowed is {name}; write {{ and }} for braces") from None
 
 
+def _run_name(instance, attribute, value: str) -> None:
+    """A run name becomes a folder name (``runs/{name}``): one non-empty path component."""
+    if not value.strip() or value in (".", "..") or any(c in value for c in "/\\") or not value.isprintable():
+        raise ValueError("a run name is one folder name (not empty, no '/' or '\\', not '.' or '..')")
+
+
 @attrs.frozen
 class RunSection:
-    name: str = attrs.field(default="corl", metadata={H: "run name; used in the default output dir"})
+    name: str = attrs.field(default="corl", validator=_run_name, metadata={
+        H: "run name; used in the default output dir (a folder name: no '/')"})
     steps: int = attrs.field(default=40, validator=attrs.validators.ge(0), metadata={H: "training steps"})
     seed: int = attrs.field(default=0, metadata={H: "seed of data order, sampling and tie-breaks"})
     prompts_per_step: int = attrs.field(default=32, validator=attrs.validators.ge(1),

@@ -14,7 +14,7 @@ from typing import Any
 
 from corl.errors import ConfigError
 from corl.plugins import CORE_SECTIONS, Registry
-from corl.protocols import RouterTraits, traits
+from corl.protocols import RecipeFacts, RouterTraits, traits
 from corl.recipe.schema import DEFAULT_TYPES, AgentSpec, ComponentSpec, EvalSection, RunSection, RunSpec, VotingSpec
 from corl.recipe.structure import Errors, convert, join, structure
 from corl.types import NoConfig
@@ -43,6 +43,8 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
     topology = _component(registry, "router", data.get("topology"), "topology", errors)
     aggregator, n_votes, n_train = _voting(registry, data.get("voting", {}), errors)
     agents, raw_agents = _agents(registry, data.get("agents"), errors)
+    if task is not None and None not in own.values():
+        _check_agents(registry, task, agents, raw_agents, own, errors)
     if topology is not None and run is not None:
         _check_router(router_traits(registry, topology), topology, run, agents, len(raw_agents), errors)
     if run is not None:
@@ -52,6 +54,8 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
                                                   f"{', '.join(registry.names('observer'))}{registry.hint()}")
         _check_plugins(run.plugins, distributions, registry, errors)
     observers = _observer_tables(registry, data.get("observers", {}), errors)
+    if run is not None:
+        _check_untabled_observers(registry, run.observers, {c.type for c in observers}, data.get("observers"), errors)
     if errors:
         raise ConfigError(*errors)
     return RunSpec(run=run, task=task, agents=tuple(agents), voting=VotingSpec(aggregator, n_votes, n_train),
@@ -81,6 +85,22 @@ def _check_router(declared: RouterTraits, topology: ComponentSpec, run: RunSecti
     if run.supervised and not declared.supervised:
         errors.add("run.supervised", f"true, but topology {topology.type!r} is label-free; "
                                      "set it to false or use a supervised router (ground_truth)")
+
+
+def _check_agents(registry: Registry, task: ComponentSpec, agents: list[AgentSpec], raw_agents: list[Any],
+                  sections: Mapping[str, Any], errors: Errors) -> None:
+    """Each agent's own cross-checks (:class:`~corl.protocols.AgentTraits`) against the task's
+    declared splits (:class:`~corl.protocols.TaskTraits`) and the plugin sections."""
+    declared = traits("task", task.factory) if task.factory is not None else registry.get("task", task.type).traits
+    facts = RecipeFacts(task.type, lambda split: declared.missing_split(task.config, split) if declared.missing_split
+                        else None, sections)
+    index = {raw["name"]: i for i, raw in enumerate(raw_agents) if isinstance(raw, Mapping)
+             and isinstance(raw.get("name"), str)}
+    for agent in agents:
+        spec = agent.agent
+        checks = traits("agent", spec.factory) if spec.factory is not None else registry.get("agent", spec.type).traits
+        for key, message in checks.check(spec.config, facts) if checks.check else ():
+            errors.add(join(f"agents[{index[agent.name]}]", key), message)
 
 
 def _voting(registry: Registry, data: Any, errors: Errors) -> tuple[ComponentSpec | None, int | None, int | None]:
@@ -190,6 +210,20 @@ def _observer_tables(registry: Registry, data: Any, errors: Errors) -> tuple[Com
         if config is not None:
             out.append(ComponentSpec(name, config))
     return tuple(out)
+
+
+def _check_untabled_observers(registry: Registry, names: tuple[str, ...], configured: set[str], tables: Any,
+                              errors: Errors) -> None:
+    """An observer named in ``run.observers`` without an ``[observers.NAME]`` table is built with its
+    config class's defaults: a required setting must be given in a table."""
+    for name in names:
+        if name in configured or (isinstance(tables, Mapping) and name in tables) or not registry.has("observer", name):
+            continue
+        found = Errors()
+        structure(registry.get("observer", name).config_cls, {}, join("observers", name), found)
+        for problem in found:
+            errors.append(f"{problem} (observer {name!r} is attached by run.observers; give its settings in "
+                          f"[observers.{name}])")
 
 
 def _ranks(value: Any, path: str, errors: Errors) -> tuple[int, ...] | None:

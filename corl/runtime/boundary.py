@@ -39,9 +39,20 @@ def check_labels(labels: Any, votes: Sequence[Sequence[Vote]], agent: str, who: 
         if not isinstance(label, PseudoLabel):
             raise PluginError(f"{who} returned {type(label).__name__} for prompt {p} of agent {agent!r}; "
                               "expected a corl.PseudoLabel")
+        if not _hashable(label.answer):  # votes are grouped and compared by answer
+            raise PluginError(f"{who} returned a pseudo-label answer of type {type(label.answer).__name__} for prompt "
+                              f"{p} of agent {agent!r}; answers must be hashable (a str, a number, a tuple, ...)")
         if not (isinstance(label.share, numbers.Real) and 0.0 <= label.share <= 1.0):
             raise PluginError(f"{who} returned a pseudo-label share of {label.share!r} (prompt {p}, agent {agent!r}); "
                               "expected a number in [0, 1]")
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def check_rewards(rewards: Any, votes: Mapping[str, Sequence[Sequence[Vote]]], who: str) -> set[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 import time
 
+from corl.runtime import health
 from corl.runtime.boundary import check_labels, check_rewards, check_rollout, check_update
 from corl.runtime.distributed import merge_shards
 from corl.runtime.evaluation import votes_of
@@ -74,10 +75,10 @@ def train_step(run, step: int) -> StepMetrics:
     for name, m in metrics.items():
         m["time/vote_route"] = route_time
         m.update(vote_metrics(votes[name], labels[name], rewards[name], truth, verifier, n_train))
-    run.watch_health(step, metrics)
+    health.watch(run, step, metrics)
 
     # 7. Observers (console, metrics.jsonl, tensorboard, early stop, ...).
     result = StepMetrics(step=step, agents=metrics, seconds=time.perf_counter() - start)
     run.state.history.append({"step": step, "seconds": result.seconds, "agents": metrics})
-    run.pm.hook.corl_on_step_end(run=run.view, step=step, metrics=result)
+    run.notify("corl_on_step_end", step=step, metrics=result)
     return result

@@ -104,6 +104,19 @@ class HFSamplerConfig:
         "help": "stop strings besides EOS, e.g. [\"\\nQuestion:\"] for a few-shot base model; the answer is read before them"})
 
 
+def zoo_needs_seed(config: ModelSettings, facts) -> list[tuple[str, str]]:
+    """An agent's validation cross-check (:class:`corl.protocols.AgentTraits`): a ``zoo:`` model
+    warm-starts on the task's labeled seed split, so a task that will have none is refused here,
+    before anything loads (unless the agent asks for an untrained model with zoo_steps = 0)."""
+    if not config.model.startswith("zoo:") or zoo_config_for(config, facts.sections["zoo"]).steps == 0:
+        return []
+    fix = facts.missing_split("seed")
+    if fix is None:
+        return []
+    return [("model", f"{config.model} needs a labeled seed split to warm-start on; the {facts.task_type} task has none: "
+                      f"give {fix} or a model folder")]
+
+
 def zoo_config_for(config: ModelSettings, zoo: ZooConfig) -> ZooConfig:
     """The run's ``[zoo]`` settings with this agent's own ``zoo_seed`` / ``zoo_steps`` (text and
     vision zoo models alike; part of the cache key, like every ZooConfig field)."""

@@ -41,9 +41,10 @@ def right_padded(sequences: Sequence[Sequence[int]], answer_lengths: Sequence[in
 
 
 def train(model, input_ids, labels, mask, config: ZooConfig, description: str,
-          extra: Callable[[Any], dict] | None = None):
+          extra: Callable[[Any], dict] | None = None, check: Callable[[], None] = lambda: None):
     """``config.steps`` supervised steps of ``config.batch_size`` rows drawn with ``config.seed``;
-    ``extra(rows)`` adds per-row model inputs (a vision-language model's images)."""
+    ``extra(rows)`` adds per-row model inputs (a vision-language model's images); ``check()`` runs
+    before every step (the run's ``ctx.stop.check``: a signal abandons the warm-start there)."""
     import torch
     from rich.console import Console
     from rich.progress import track
@@ -55,6 +56,7 @@ def train(model, input_ids, labels, mask, config: ZooConfig, description: str,
     gen = torch.Generator().manual_seed(config.seed)
     model.train()
     for _ in track(range(config.steps), description=description, transient=True, console=Console(stderr=True)):
+        check()
         rows = torch.randint(len(input_ids), (config.batch_size,), generator=gen)
         out = model(input_ids=input_ids[rows], attention_mask=mask[rows], labels=labels[rows],
                     **(extra(rows) if extra else {}))

@@ -75,6 +75,13 @@ class DataTask:
     def split(self, name: str) -> tuple[Prompt, ...]:
         return self._splits[name]
 
+    @staticmethod
+    def missing_split(config: DataConfig, split: str) -> str | None:
+        """A trait (:class:`corl.protocols.TaskTraits`): the seed and eval splits come from files."""
+        if split in ("seed", "eval") and getattr(config, split) is None:
+            return f'task.{split} = "FILE" (labeled rows)'
+        return None
+
     def _load(self, split: str, path: Path, log) -> tuple[Prompt, ...]:
         on_disk = Path(str(path).partition("::")[0])
         if not on_disk.exists():
@@ -83,7 +90,7 @@ class DataTask:
         self._folder = on_disk.parent if on_disk.is_file() else on_disk  # images are relative to the data
         for line, row in _rows(split, path):
             try:
-                prompts.append(self._prompt(split, line, row))
+                prompts.append(self._prompt(split, line, row, _origin(path, line)))
             except _BadRow as exc:
                 message = f"{_show(path)}:{line}: {exc}"
                 if self.config.on_bad_row == "error":
@@ -96,7 +103,7 @@ class DataTask:
             log(f"task.{split}: skipped {skipped} bad rows (on_bad_row = \"skip\"); first: {first}")
         return tuple(prompts)
 
-    def _prompt(self, split: str, line: int, row: Any) -> Prompt:
+    def _prompt(self, split: str, line: int, row: Any, origin: str) -> Prompt:
         c = self.config
         if isinstance(row, _BadRow):
             raise row
@@ -118,7 +125,8 @@ class DataTask:
                               f"(fields: {', '.join(map(str, row))})")
             raise _BadRow(f"no {c.answers} answer found in field {c.answer_field!r}: {_short(answer)}")
         images = _images(row, c.image_field, self._folder) if c.image_field else ()
-        return Prompt(id=f"{split}-{line}", text=c.template.format(prompt=text), label=label, images=images)
+        return Prompt(id=f"{split}-{line}", text=c.template.format(prompt=text), label=label, images=images,
+                      origin=origin)
 
 
 def _images(row: dict, field: str, folder: Path) -> tuple[Any, ...]:
@@ -211,6 +219,11 @@ def _saved_dataset(split: str, path: Path) -> Iterator[tuple[int, Any]]:
         loaded = loaded[name]
     for i, row in enumerate(loaded, 1):
         yield i, row
+
+
+def _origin(path: Path, line: int) -> str:
+    """Where a row is, for messages: ``FILE:LINE`` for JSONL, ``FILE row N`` otherwise."""
+    return f"{_show(path)}:{line}" if path.suffix.lower() == ".jsonl" else f"{_show(path)} row {line}"
 
 
 def _show(path: Path) -> str:
