@@ -21,7 +21,7 @@ from corl.errors import CorlError, Interrupted, TrainingError
 from corl.plugins import Registry, build_registry, distributions, make_plugin_manager, register
 from corl.protocols import Aggregator, RewardRouter, Task
 from corl.runtime import checkpoint, distributed, process, snapshot
-from corl.runtime.build import AgentSlot, Builder, check_given, observers
+from corl.runtime.build import AgentSlot, Builder, check_given, observers, shaping_terms
 from corl.runtime.evaluation import evaluate_run
 from corl.runtime.rng import AgentStreams
 from corl.runtime.state import DataOrder, RunState
@@ -134,6 +134,7 @@ class Run:
         self._name("router", spec.topology)
         self.aggregator = self._given["aggregator"] or build("aggregator", spec.voting.aggregator, ctx)
         self.router = self._given["router"] or build.router(spec, ctx)
+        self.shaping = shaping_terms(spec, self.registry, build, ctx)
         for name, observer in observers(spec, self.registry, ctx, layout.is_writer):
             register(self.pm, observer, f"observer:{name}")
         # Seed again once everything is built: whether a model was built or read from a cache
