@@ -40,7 +40,7 @@ _CALCULATOR = re.compile(r"<<[^<>]*>>")  # GSM8K's calculator notes: 48/2 = <<48
 # What is not prose in an answer: LaTeX commands (with a word argument: \begin{pmatrix}) and \text{} groups.
 _COMMAND = re.compile(r"\\(?:text\w*|mbox|mathrm|operatorname)\s*\{[^{}]*\}|\\[A-Za-z]+(?:\{[A-Za-z*]+\})?")
 _WORD = re.compile(r"[A-Za-z]{2,}")
-# A text answer (for a label, or after a marker): a few words, no digits or mathematics.
+# A text answer: a word or a few, no digits or mathematics ("Evelyn", "New York").
 _PHRASE = re.compile(r"[A-Za-z][A-Za-z'-]*(?: [A-Za-z][A-Za-z'-]*){0,5}")
 _PROSE_WORD = re.compile(r"[A-Za-z]+(?:['-][A-Za-z]+)*")
 _MATHS = re.compile(r"[\d\\=+\-*/^_<>|()\[\]{}]")
