@@ -21,7 +21,8 @@ def cmd_validate(args) -> int:
     recipe, overrides, source = resolve_recipe(args.recipe, args.set)
     _, spec = prepare(recipe, overrides, source=source)
     agents = ", ".join(f"{a.name} ({a.agent.config.model}, {a.optimizer.type})" for a in spec.agents)
-    print(f"{spec.source}: ok: {len(spec.agents)} agents [{agents}], {spec.topology.type} topology, "
+    shaping = "".join(f", + {t.weight:g} x {t.name}" for t in spec.shaping)
+    print(f"{spec.source}: ok: {len(spec.agents)} agents [{agents}], {spec.topology.type} topology{shaping}, "
           f"{spec.voting.aggregator.type} voting n_votes={spec.voting.n_votes} n_train={spec.voting.n_train}, "
           f"{spec.run.steps} steps -> {spec.output_dir}")
     return 0

@@ -34,12 +34,13 @@ BUILTIN_PLUGINS = (
     "corl.builtin.voting",
     "corl.builtin.topology",
     "corl.builtin.policy",
+    "corl.builtin.shaping",
     "corl.builtin.observers",
     "corl.builtin.early_stop",
 )
-KINDS = ("task", "agent", "sampler", "aggregator", "router", "optimizer", "observer")
+KINDS = ("task", "agent", "sampler", "aggregator", "router", "optimizer", "observer", "shaping")
 #: Recipe sections of the host itself; plugins may declare more (``registry.add_section``).
-CORE_SECTIONS = ("run", "task", "agents", "voting", "topology", "eval", "observers")
+CORE_SECTIONS = ("run", "task", "agents", "voting", "topology", "eval", "observers", "shaping")
 ENTRY_POINT_GROUP = "corl"
 AUTOLOAD_ENV = "CORL_DISABLE_PLUGIN_AUTOLOAD"
 ALLOW_ENV = "CORL_PLUGINS"

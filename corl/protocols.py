@@ -4,7 +4,7 @@ through these. Implementations are plain classes built from one frozen attrs con
 Optional capabilities are declared here too, never probed ad hoc: a component states its *traits*
 as class attributes of its factory (a router's ``supervised`` / ``min_agents`` / ``check``, an
 observer's ``every_rank``, a verifier's ``bounded``, a task's ``missing_split``, an agent's
-``check``), read once by :func:`traits` into the frozen
+``check``, a shaping term's ``needs_labels``), read once by :func:`traits` into the frozen
 classes below; a verifier that extracts whole batches implements :class:`BatchVerifier`. Hooks see
 a run through :class:`RunView`, not the run object itself.
 """
@@ -112,6 +112,22 @@ class RewardRouter(Protocol):
 
 
 @runtime_checkable
+class RewardShaping(Protocol):
+    """An extra reward term beside the peer reward (a format reward, a length penalty), as TRL's
+    ``reward_funcs`` and verl's custom rewards are. The run adds ``weight`` times each term's
+    value to the router's reward of every completion; the peer reward stays the label-free core.
+
+    A term that reads ground truth declares ``needs_labels = True`` (:class:`ShapingTraits`): a
+    label-free recipe refuses it at validation, and only a term that declares it is handed ``truth``.
+    Like a router, a term must not read ``Prompt.label`` itself."""
+
+    def score(self, rollout: Rollout, answers: Sequence[Sequence[Hashable | None]], verifier: AnswerVerifier,
+              truth: Sequence[Any] | None = None) -> list[list[float]]:
+        """One finite number per completion, ``values[p][s]`` for ``rollout.texts[p][s]``;
+        ``answers[p][s]`` is the answer the task's verifier extracted (None: none)."""
+
+
+@runtime_checkable
 class Optimizer(Protocol):
     """Updates one agent (bound at construction) from its rollout and per-completion rewards.
 
@@ -190,11 +206,19 @@ class VerifierTraits:
     bounded: bool = False
 
 
+@attrs.frozen
+class ShapingTraits:
+    """``needs_labels``: the term reads ground-truth labels (``truth``), so only a run declared
+    supervised may use it; a label-free recipe that names it is refused at validation."""
+
+    needs_labels: bool = False
+
+
 #: the protocol each component kind must satisfy (observers are hook plugins instead)
 PROTOCOLS: dict[str, type] = {}  # filled below, once every protocol is defined
 
 TRAITS: dict[str, type] = {"router": RouterTraits, "observer": ObserverTraits, "verifier": VerifierTraits,
-                           "task": TaskTraits, "agent": AgentTraits}
+                           "task": TaskTraits, "agent": AgentTraits, "shaping": ShapingTraits}
 
 
 def missing_members(obj: Any, protocol: type) -> list[str]:
@@ -269,4 +293,4 @@ class RunView(Protocol):
 
 
 PROTOCOLS.update(task=Task, agent=Agent, sampler=Sampler, aggregator=Aggregator, router=RewardRouter,
-                 optimizer=Optimizer)
+                 optimizer=Optimizer, shaping=RewardShaping)

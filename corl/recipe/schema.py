@@ -1,7 +1,7 @@
 """The recipe's shape: the core sections as frozen attrs classes, and the validated ``RunSpec``.
 
 A component table (``[task]``, ``[topology]``, ``[voting]``, each agent's own table and its
-``sampler`` / ``optimizer``) picks a registered component by ``type``; its other keys are that
+``sampler`` / ``optimizer``, each ``[[shaping]]`` entry) picks a registered component by ``type``; its other keys are that
 component's config class. Plugins add their own top-level sections (``registry.add_section``).
 """
 
@@ -101,6 +101,15 @@ class VotingSpec:
 
 
 @attrs.frozen
+class ShapingSpec:
+    """One ``[[shaping]]`` entry: a reward term and its weight; ``name`` labels its metric."""
+
+    name: str
+    weight: float
+    term: ComponentSpec
+
+
+@attrs.frozen
 class RunSpec:
     run: RunSection
     task: ComponentSpec
@@ -110,6 +119,7 @@ class RunSpec:
     eval: EvalSection
     source: str = ""
     observers: tuple[ComponentSpec, ...] = ()  # [observers.NAME] tables: configured observers (attached too)
+    shaping: tuple[ShapingSpec, ...] = ()  # [[shaping]]: reward terms added to the router's rewards
     sections: Mapping[str, Any] = attrs.field(factory=dict)  # plugin-declared sections, e.g. the hf backend's [zoo]
 
     @property

@@ -15,7 +15,16 @@ from typing import Any
 from corl.errors import ConfigError
 from corl.plugins import CORE_SECTIONS, Registry
 from corl.protocols import RecipeFacts, RouterTraits, traits
-from corl.recipe.schema import DEFAULT_TYPES, AgentSpec, ComponentSpec, EvalSection, RunSection, RunSpec, VotingSpec
+from corl.recipe.schema import (
+    DEFAULT_TYPES,
+    AgentSpec,
+    ComponentSpec,
+    EvalSection,
+    RunSection,
+    RunSpec,
+    ShapingSpec,
+    VotingSpec,
+)
 from corl.recipe.structure import Errors, convert, join, structure
 from corl.types import NoConfig
 
@@ -56,10 +65,11 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
     observers = _observer_tables(registry, data.get("observers", {}), errors)
     if run is not None:
         _check_untabled_observers(registry, run.observers, {c.type for c in observers}, data.get("observers"), errors)
+    shaping = _shaping(registry, data.get("shaping", []), run, errors)
     if errors:
         raise ConfigError(*errors)
     return RunSpec(run=run, task=task, agents=tuple(agents), voting=VotingSpec(aggregator, n_votes, n_train),
-                   topology=topology, eval=ev, source=source, observers=observers, sections=own)
+                   topology=topology, eval=ev, source=source, observers=observers, shaping=shaping, sections=own)
 
 
 def router_traits(registry: Registry, topology: ComponentSpec) -> RouterTraits:
@@ -163,7 +173,7 @@ def _component(registry: Registry, kind: str, data: Any, path: str, errors: Erro
     if not isinstance(data, Mapping):
         errors.add(path, f"expected a table, got {data!r}")
         return None
-    name = data.get(type_key, DEFAULT_TYPES[kind])
+    name = data.get(type_key, DEFAULT_TYPES.get(kind))
     if isinstance(name, str) and ":" in name:
         return _import_path_component(name, data, join(path, type_key), errors, (type_key, *skip))
     if not isinstance(name, str) or not registry.has(kind, name):
@@ -224,6 +234,38 @@ def _check_untabled_observers(registry: Registry, names: tuple[str, ...], config
         for problem in found:
             errors.append(f"{problem} (observer {name!r} is attached by run.observers; give its settings in "
                           f"[observers.{name}])")
+
+
+def _shaping(registry: Registry, data: Any, run: RunSection | None, errors: Errors) -> tuple[ShapingSpec, ...]:
+    """``[[shaping]]``: reward terms beside the peer reward, each with a ``weight`` (and a ``name``
+    for its metric, the type by default). A term that reads labels needs a run declared supervised."""
+    if not isinstance(data, list) or not all(isinstance(x, Mapping) for x in data):
+        errors.add("shaping", f"expected [[shaping]] tables, got {data!r}")
+        return ()
+    out, seen = [], {}
+    for i, raw in enumerate(data):
+        path = f"shaping[{i}]"
+        if "type" not in raw:
+            errors.add(f"{path}.type", f"missing; available: {', '.join(registry.names('shaping'))}")
+            continue
+        term = _component(registry, "shaping", raw, path, errors, skip=("weight", "name"))
+        weight = convert(float, raw.get("weight", 1.0), f"{path}.weight", errors)
+        name = raw.get("name", raw["type"])
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            errors.add(f"{path}.name", f"expected a name of letters, digits, '_', '-' or '.', got {name!r}")
+        elif name in seen:
+            errors.add(f"{path}.name", f"{name!r} is also shaping[{seen[name]}]'s name; give one of them a "
+                                       "name = \"...\" of its own")
+        else:
+            seen[name] = i
+        if term is None or weight is None:
+            continue
+        declared = traits("shaping", term.factory) if term.factory else registry.get("shaping", term.type).traits
+        if declared.needs_labels and run is not None and not run.supervised:
+            errors.add(f"{path}.type", f"{term.type!r} rewards with ground-truth labels, which a label-free run never "
+                                       "reads; drop it, or declare a supervised baseline (run.supervised = true)")
+        out.append(ShapingSpec(name, weight, term))
+    return tuple(out)
 
 
 def _ranks(value: Any, path: str, errors: Errors) -> tuple[int, ...] | None:

@@ -1,5 +1,5 @@
-"""Checks at the boundary between the run and a component: what a sampler, an aggregator, a router
-or an optimizer returns is checked for shape, type and finiteness where it comes back, and a
+"""Checks at the boundary between the run and a component: what a sampler, an aggregator, a router,
+a shaping term or an optimizer returns is checked for shape, type and finiteness where it comes back, and a
 violation is one line naming the component and its plugin (:class:`corl.errors.PluginError`,
 exit status 2), not a traceback deep inside the next component.
 """
@@ -92,3 +92,23 @@ def check_update(metrics: Any, who: str) -> dict[str, float]:
         raise PluginError(f"{who} returned {type(metrics).__name__} from step(); expected a dict of metric "
                           "names to numbers")
     return {k: float(v) for k, v in metrics.items()}
+
+
+def check_shaping(values: Any, rollout: Rollout, who: str) -> list[list[float]]:
+    """A shaping term's values: one finite real number per completion of the rollout. A term is
+    arithmetic on a completion; a NaN or a wrong shape is a bug in it, stopped here, by name."""
+    n = rollout.n
+    if not isinstance(values, Sequence) or len(values) != len(rollout.texts):
+        raise PluginError(f"{who} returned {_count(values)} rows of values, expected one per prompt "
+                          f"({len(rollout.texts)}) of agent {rollout.agent!r}")
+    out = []
+    for p, row in enumerate(values):
+        if not isinstance(row, Sequence) or len(row) != n:
+            raise PluginError(f"{who} returned {_count(row)} values for prompt {p} of agent {rollout.agent!r}, "
+                              f"expected one per sample ({n})")
+        for s, value in enumerate(row):
+            if not isinstance(value, numbers.Real) or not math.isfinite(value):
+                raise PluginError(f"{who} returned {value!r} (agent {rollout.agent!r}, prompt {p}, sample {s}); "
+                                  "expected a finite number")
+        out.append([float(x) for x in row])
+    return out

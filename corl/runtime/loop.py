@@ -21,7 +21,7 @@ from corl.errors import CorlError, Interrupted, Stopping
 from corl.plugins import Registry, build_registry, call_hook, distributions, make_plugin_manager, register
 from corl.protocols import Aggregator, RewardRouter, Task
 from corl.runtime import checkpoint, distributed, folder, interrupts, process, snapshot
-from corl.runtime.build import AgentSlot, Builder, check_given, observers
+from corl.runtime.build import AgentSlot, Builder, check_given, observers, shaping_terms
 from corl.runtime.evaluation import evaluate_run
 from corl.runtime.metrics import run_summary
 from corl.runtime.rng import AgentStreams
@@ -140,6 +140,7 @@ class Run:
         self._name("router", spec.topology)
         self.aggregator = self._given["aggregator"] or build("aggregator", spec.voting.aggregator, ctx)
         self.router = self._given["router"] or build.router(spec, ctx)
+        self.shaping = shaping_terms(spec, self.registry, build, ctx)
         self.phase = "while building the run"
         for name, observer in observers(spec, self.registry, ctx, layout.is_writer):
             register(self.pm, observer, f"observer:{name}")

@@ -1,4 +1,5 @@
-"""Built-in task from data files: prompts (and labels) read from .jsonl or .parquet files."""
+"""Built-in task from data files: prompts (and labels) read from .jsonl or .parquet files, or a saved
+`datasets` dataset, in the layouts data sets come in (:mod:`corl.builtin.tasks.fields`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any, Literal
 import attrs
 
 from corl.builtin.tasks.answers import IntegerVerifier, MathVerifier
+from corl.builtin.tasks.fields import FieldError, MissingField, answer_text, is_messages, lookup, prompt_text
+from corl.builtin.tasks.fields import short as _short
 from corl.errors import CorlError
 from corl.plugins import hookimpl
 from corl.types import Prompt
@@ -34,17 +37,21 @@ class DataConfig:
                 "(DIR or DIR::SPLIT); relative to the recipe file; labels, if any, are used only for monitoring"})
     eval: str | None = attrs.field(default=None, metadata={"help": "labeled held-out prompts for evaluation"})
     seed: str | None = attrs.field(default=None, metadata={"help": "labeled prompts for warm-starting zoo models"})
-    prompt_field: str = attrs.field(default="question", metadata={"help": "the field holding the prompt"})
+    prompt_field: str = attrs.field(default="question", metadata={
+        "help": "the field holding the prompt: text, or a list of chat messages (`messages`, TRL's and verl's "
+                "`prompt`: the last user turn, system turns prepended); a dotted path reaches into tables"})
     answer_field: str = attrs.field(default="answer", metadata={
-        "help": "the field holding the reference answer (e.g. a worked solution ending in '#### 42' or \\boxed{})"})
+        "help": "the field holding the reference answer: a worked solution ending in '#### 42' or \\boxed{}, the "
+                "answer alone (\\frac{1}{2}), or a list of chat messages (the last assistant turn); a dotted path "
+                "reaches into tables (verl: reward_model.ground_truth)"})
     image_field: str | None = attrs.field(default=None, metadata={
         "help": "the field naming the row's image file (or a list of them), relative to the data file; "
                 "for vision-language agents"})
     template: str = attrs.field(default="{prompt}", validator=_template, metadata={
         "help": "prompt text shown to the model: a Python format string with {prompt}"})
     answers: Literal["math", "integer"] = attrs.field(default="math", metadata={
-        "help": "math: \\boxed{}, '#### N', 'The answer is' or the last number, compared with math-verify; "
-                "integer: the whole completion is an integer"})
+        "help": "math: \\boxed{}, '#### N', 'The answer is', else the answer alone or the last mathematics in the "
+                "text, compared with math-verify; integer: the whole completion is an integer"})
     on_bad_row: Literal["error", "skip"] = attrs.field(default="error", metadata={
         "help": "a malformed row stops the run (error) or is skipped and counted (skip)"})
     limit: int = attrs.field(default=0, validator=attrs.validators.ge(0),
@@ -109,20 +116,27 @@ class DataTask:
             raise row
         if not isinstance(row, dict):
             raise _BadRow(f"not a JSON object: {_short(row)}")
-        if c.prompt_field not in row:
-            raise _BadRow(f"missing field {c.prompt_field!r} (fields: {', '.join(map(str, row)) or 'none'})")
-        text = row[c.prompt_field]
-        if isinstance(text, (dict, list)):
-            raise _BadRow(f"field {c.prompt_field!r} is not text: {_short(text)}")
-        if text is None or not str(text).strip():
+        try:
+            value = lookup(row, c.prompt_field)
+            text = "" if value is None else prompt_text(value, c.prompt_field)
+        except FieldError as exc:
+            raise _BadRow(str(exc)) from None
+        if not text.strip():
             raise _BadRow(f"empty prompt in field {c.prompt_field!r}")
-        answer, label = row.get(c.answer_field), None
-        if answer is not None:
-            label = self.verifier.extract(str(answer))
+        fields = f"fields: {', '.join(map(str, row))}"
+        try:
+            raw = lookup(row, c.answer_field)
+            answer = answer_text(raw, c.answer_field)
+        except MissingField as exc:
+            raw, answer, fields = None, None, exc.available
+        except FieldError as exc:
+            raise _BadRow(str(exc)) from None
+        label = self.verifier.label(answer) if answer is not None else None
         if label is None and split != "train":  # seed and eval exist to be scored against
+            if answer is None and is_messages(raw):
+                raise _BadRow(f"field {c.answer_field!r} has no assistant turn; {split} rows need answers")
             if answer is None:
-                raise _BadRow(f"missing field {c.answer_field!r}; {split} rows need answers "
-                              f"(fields: {', '.join(map(str, row))})")
+                raise _BadRow(f"missing field {c.answer_field!r}; {split} rows need answers ({fields})")
             raise _BadRow(f"no {c.answers} answer found in field {c.answer_field!r}: {_short(answer)}")
         images = _images(row, c.image_field, self._folder) if c.image_field else ()
         return Prompt(id=f"{split}-{line}", text=c.template.format(prompt=text), label=label, images=images,
@@ -234,9 +248,6 @@ def _show(path: Path) -> str:
         return str(path.resolve())
 
 
-def _short(value: Any, n: int = 60) -> str:
-    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= n else text[: n - 3] + "..."
 
 
 @hookimpl

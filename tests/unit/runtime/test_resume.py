@@ -16,7 +16,9 @@ from tests.kit import ROOT
 
 RECIPE = ROOT / "recipes" / "three_agent_ring.toml"
 SETTINGS = [*TINY, "run.steps=5", "run.checkpoint_every=2", "eval.every=3", "run.observers=['jsonl', 'checkpoint']",
-            "agents[1].model='zoo:gpt-neox-tiny'"]
+            "agents[1].model='zoo:gpt-neox-tiny'",
+            # a learning-rate schedule's position is part of what a checkpoint must restore
+            "agents[0].optimizer.lr_schedule='cosine'", "agents[0].optimizer.warmup_steps=2"]
 
 
 def corl_run(out, *extra, fault=None, sets=()):

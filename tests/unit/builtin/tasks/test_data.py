@@ -98,7 +98,8 @@ BAD_ROWS = [
     ('{"prompt": "p", "answer": "1"}', r"missing field 'question' \(fields: prompt, answer\)"),
     ('{"question": "  ", "answer": "1"}', r"empty prompt in field 'question'"),
     ('{"question": "no label"}', r"missing field 'answer'; eval rows need answers"),
-    ('{"question": "q", "answer": "no digits"}', r"no math answer found in field 'answer'"),
+    ('{"question": "q", "answer": "the working is left to the reader as an exercise"}',
+     r"no math answer found in field 'answer'"),  # (a word or short phrase is a text answer: "Evelyn")
 ]
 
 
