@@ -32,7 +32,7 @@ def cmd_run(args) -> int:
 
     recipe, overrides, source = resolve_recipe(args.recipe, args.set)
     pm, spec = prepare(recipe, overrides, source=source)
-    Run(spec, pm=pm, log=lambda msg: print(msg, file=sys.stderr), resume=args.resume, force=args.force).execute()
+    Run(spec, pm=pm, resume=args.resume, force=args.force).execute()
     return 0
 
 
@@ -57,8 +57,7 @@ def cmd_compare(args) -> int:
         if not isinstance(recipe, str):
             raise CorlError(f"{r}: corl compare takes recipe files or shipped recipe names, not run dirs")
         recipes.append(recipe)
-    compare(recipes, seeds, Path(args.out), args.set, log=lambda msg: print(msg, file=sys.stderr),
-            claims=claims[0] if claims else None, run=not args.tabulate)
+    compare(recipes, seeds, Path(args.out), args.set, claims=claims[0] if claims else None, run=not args.tabulate)
     print(Path(args.out) / "results.md")
     return 0
 
@@ -207,6 +206,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    from corl.logs import install_cli_handler
+
+    install_cli_handler()  # the run's messages and progress, as plain lines on stderr
     if args.command == "recipes" and args.action == "cp" and not args.name:
         parser().error("recipes cp needs a NAME")
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
@@ -107,7 +108,7 @@ class Context:
 
     spec: Any
     seed: int
-    log: Any = print
+    log: Any = attrs.field(factory=lambda: logging.getLogger("corl").info)  # a message of the run (corl.logs)
     task: Any = None
     agent: Any = None
     agent_name: str = ""

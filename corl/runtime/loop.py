@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from corl import logs
 from corl import recipe as recipe_mod
 from corl.errors import CorlError, Interrupted, TrainingError
 from corl.plugins import Registry, build_registry, distributions, make_plugin_manager, register
@@ -54,7 +55,9 @@ class Run:
         self.pm = pm or make_plugin_manager(plugins)
         self.registry: Registry = build_registry(self.pm)
         self.output_dir = spec.output_dir
-        self.log = log or print
+        # messages go to the `corl` logger (corl.logs), or all to ``log`` when one is given
+        self.log = log or logs.logger.info
+        self.warn = log or logs.logger.warning
         self.agents: list[AgentSlot] = []
         self.state = RunState(DataOrder.seeded(spec.run.seed))
         self.view = RunView(self)
@@ -160,9 +163,9 @@ class Run:
         ``run.max_nonfinite`` in a row for one agent."""
         health = self.state.health
         for message in health.check(step, metrics, self.spec.run.prompts_per_step):
-            self.log(message)
+            self.warn(message)
         for name, streak in health.count_nonfinite(metrics).items():
-            self.log(f"step {step}: agent {name!r}: non-finite loss, gradients or rewards; update skipped "
+            self.warn(f"step {step}: agent {name!r}: non-finite loss, gradients or rewards; update skipped "
                      f"({streak} in a row)")
             if streak >= self.spec.run.max_nonfinite:
                 last = checkpoint.latest(self.checkpoint_root)
@@ -183,6 +186,8 @@ class Run:
     def checkpoint(self, step: int) -> Path:
         path = snapshot.save(self, step)
         self._checkpointed = step
+        if self.layout.is_writer:
+            self.log(f"step {step}: checkpoint {path}")
         return path
 
     def restore(self, path: Path) -> int:

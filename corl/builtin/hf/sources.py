@@ -25,6 +25,7 @@ from pathlib import Path
 
 import attrs
 
+from corl import logs
 from corl.atomic import atomic_folder
 from corl.builtin.hf.catalog import TEXT_ZOO, VISION_ZOO, cache_root
 from corl.errors import CorlError
@@ -113,7 +114,7 @@ def check_source(value: str, vision: bool = False) -> None:
             raise ValueError(f"{kind}; give this agent type = \"{other}\"")
 
 
-def resolve(value: str, *, log: Callable[[str], None] = print, zoo_builder: Callable[[str], Path] | None = None) -> str:
+def resolve(value: str, *, log: Callable[[str], None] = logs.logger.info, zoo_builder: Callable[[str], Path] | None = None) -> str:
     """What transformers' ``from_pretrained`` should load for ``model = value``: a folder or a hub id."""
     if value.startswith("zoo:"):
         if zoo_builder is None:
@@ -157,7 +158,7 @@ def packaged_gguf(entry: Packaged, into: Path) -> Path:
     return target
 
 
-def packaged_folder(name: str, log: Callable[[str], None] = print) -> Path:
+def packaged_folder(name: str, log: Callable[[str], None] = logs.logger.info) -> Path:
     """The HF folder of packaged model ``name``, converted once and cached."""
     from importlib.metadata import version
 
@@ -184,7 +185,7 @@ def _fingerprint(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def convert_gguf(path: Path, log: Callable[[str], None] = print) -> Path:
+def convert_gguf(path: Path, log: Callable[[str], None] = logs.logger.info) -> Path:
     """The HF folder converted from GGUF file ``path`` (once; cached under its fingerprint)."""
     folder = models_root() / f"{path.stem}-{_fingerprint(path)}"
     if not (folder / "config.json").exists():
