@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from corl.builtin.hf import sources, zoo
 from corl.builtin.hf.batch import SampleBatch
-from corl.builtin.hf.common import check_special_tokens, frozen_copy, load, load_weights, save_weights
+from corl.builtin.hf.common import check_special_tokens, frozen_copy, load, load_weights, save_loadable, save_weights
 from corl.builtin.hf.config import HFAgentConfig, zoo_config_for
 from corl.builtin.hf.prompts import format_prompts
 from corl.errors import CorlError
@@ -134,6 +134,7 @@ class HFAgent:
 
     def save_state(self, path: str) -> None:
         save_weights(self.model, path)
+        save_loadable(self.model, self.tokenizer, path)  # an intermediate checkpoint loads with from_pretrained
 
     def load_state(self, path: str) -> None:
         load_weights(self.model, path)
