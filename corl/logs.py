@@ -151,3 +151,28 @@ def track(items: Iterable[T], description: str, total: int, **kwargs: Any) -> It
         for item in items:
             yield item
             progress.advance()
+
+
+# -- the scalars experiment trackers log (tensorboard, and the corl-wandb / corl-mlflow plugins) --------
+
+
+def step_scalars(metrics: Any) -> dict[str, float]:
+    """A training step's scalars by tracker name: ``train/<agent>/<metric>`` and ``train/step_seconds``."""
+    out = {f"train/{name}/{key}": value for name, values in metrics.agents.items() for key, value in values.items()}
+    out["train/step_seconds"] = metrics.seconds
+    return out
+
+
+def eval_scalars(results: Any, cohort: Any) -> dict[str, float]:
+    """An evaluation's scalars: ``eval/<agent>/<metric>`` and, for each pair of agents,
+    ``cohort/<matrix>/<a>-<b>`` (agreement, phi, same_wrong) where defined."""
+    import itertools
+
+    out = {f"eval/{name}/{key}": value for name, values in results.items() for key, value in values.items()}
+    names = cohort["agents"]
+    for matrix in ("agreement", "phi", "same_wrong"):
+        rows = cohort.get(matrix) or [[None] * len(names)] * len(names)
+        for i, j in itertools.combinations(range(len(names)), 2):
+            if rows[i][j] is not None:
+                out[f"cohort/{matrix}/{names[i]}-{names[j]}"] = rows[i][j]
+    return out

@@ -6,7 +6,6 @@ the ``corl_on_*`` hooks like any third-party observer.
 
 from __future__ import annotations
 
-import itertools
 import json
 import shutil
 from pathlib import Path
@@ -130,22 +129,13 @@ class TensorboardObserver:
 
     @hookimpl
     def corl_on_step_end(self, run, step, metrics):
-        for name, values in metrics.agents.items():
-            for key, value in values.items():
-                self.writer.add_scalar(f"train/{name}/{key}", value, step)
-        self.writer.add_scalar("train/step_seconds", metrics.seconds, step)
+        for key, value in logs.step_scalars(metrics).items():
+            self.writer.add_scalar(key, value, step)
 
     @hookimpl
     def corl_on_eval_end(self, run, step, results, cohort):
-        for name, values in results.items():
-            for key, value in values.items():
-                self.writer.add_scalar(f"eval/{name}/{key}", value, step)
-        names = cohort["agents"]
-        for matrix in ("agreement", "phi", "same_wrong"):
-            for i, j in itertools.combinations(range(len(names)), 2):
-                value = (cohort[matrix] or [[None] * len(names)] * len(names))[i][j]
-                if value is not None:
-                    self.writer.add_scalar(f"cohort/{matrix}/{names[i]}-{names[j]}", value, step)
+        for key, value in logs.eval_scalars(results, cohort).items():
+            self.writer.add_scalar(key, value, step)
         self.writer.flush()
 
     @hookimpl

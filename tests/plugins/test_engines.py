@@ -107,6 +107,18 @@ def test_the_shipped_vllm_recipe_validates():
     assert "ok: 3 agents" in out.stdout
 
 
+def test_the_shipped_vllm_recipe_keeps_float32_master_weights():
+    """AdamW at lr 1e-6 on bf16 weights loses the small updates (docs/real-models.md): float32
+    weights, bf16 autocast matmuls, bf16 engines."""
+    import tomllib
+    from pathlib import Path
+
+    recipe = tomllib.loads((Path(__file__).resolve().parents[2] / "recipes/real/three_families_vllm.toml").read_text())
+    for agent in recipe["agents"]:
+        assert (agent["dtype"], agent["sample_dtype"], agent["train_dtype"]) == ("float32", "bfloat16", "bfloat16")
+        assert agent["sampler"]["dtype"] == "bfloat16" and agent["optimizer"]["lr"] <= 1e-5
+
+
 def stub_agent(name="stub"):
     """Enough of an hf agent for the checks that run before any model loads."""
     return types.SimpleNamespace(name=name, tokenizer=None, encode=None,
