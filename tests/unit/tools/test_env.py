@@ -1,6 +1,7 @@
 """`corl env`: versions and devices for a bug report, on this machine and on a faked GPU one."""
 
 import json
+import logging
 import platform
 import types
 
@@ -20,6 +21,16 @@ def corl_register_components(registry):
 '''
 
 
+@pytest.fixture(autouse=True)
+def corl_logger_restored():
+    """main() installs the CLI's stderr handler on the corl logger; take it off again."""
+    logger = logging.getLogger("corl")
+    handlers, level = list(logger.handlers), logger.level
+    yield
+    logger.handlers[:] = handlers
+    logger.setLevel(level)
+
+
 def run_env(capsys, *args):
     assert main(["env", *args]) == 0
     return capsys.readouterr().out
@@ -28,12 +39,12 @@ def run_env(capsys, *args):
 def test_env_names_versions_plugins_and_devices(capsys, installed_plugin):
     installed_plugin("corl-example", PLUGIN, version="4.5.6")
     out = run_env(capsys)
-    lines = dict(line.split(":", 1) for line in out.splitlines())
-    assert lines["corl"].split()[0] in (env.corl_version(),)
+    lines = {name: value.strip() for name, value in (line.split(":", 1) for line in out.splitlines())}
+    assert lines["corl"].split()[0] == env.corl_version()
     assert "distribution co-rl" in lines["corl"]
     assert lines["Python"].split()[0] == platform.python_version()
     assert lines["torch"].split()[0] == torch.__version__
-    assert lines["transformers"].strip() == transformers.__version__
+    assert lines["transformers"] == transformers.__version__
     assert "corl_example (corl-example 4.5.6)" in lines["plugins"]
     assert f"torch uses {torch.get_num_threads()} threads" in lines["CPU"]
     assert "CUDA devices" in lines and "bubblewrap" in lines
@@ -54,9 +65,9 @@ def test_env_lists_cuda_devices_with_their_memory(capsys, monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props)
     monkeypatch.setattr(torch.version, "cuda", "12.9")
-    out = run_env(capsys)
-    assert "CUDA devices: cuda:0 NVIDIA H200 143.0 GiB (sm 9.0); cuda:1 NVIDIA H200 143.0 GiB (sm 9.0)" in out
-    assert "(CUDA 12.9)" in out
+    lines = {name: value.strip() for name, value in (line.split(":", 1) for line in run_env(capsys).splitlines())}
+    assert lines["CUDA devices"] == "cuda:0 NVIDIA H200 143.0 GiB (sm 9.0); cuda:1 NVIDIA H200 143.0 GiB (sm 9.0)"
+    assert lines["torch"].endswith("(CUDA 12.9)")
 
 
 @pytest.mark.parametrize("present", [True, False])
@@ -69,5 +80,5 @@ def test_env_says_whether_bubblewrap_is_here(capsys, monkeypatch, tmp_path, pres
     else:
         monkeypatch.setattr(env.shutil, "which", lambda name: None)
     line = next(x for x in run_env(capsys).splitlines() if x.startswith("bubblewrap:"))
-    assert line == (f"bubblewrap:   {tmp_path / 'bwrap'} 0.9.9" if present else
-                    "bubblewrap:   not found (the code sandbox runs with fewer layers, see docs/code-tasks.md)")
+    assert line.split(":", 1)[1].strip() == (f"{tmp_path / 'bwrap'} 0.9.9" if present else
+                                             "not found (the code sandbox runs with fewer layers, see docs/code-tasks.md)")

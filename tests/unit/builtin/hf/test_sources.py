@@ -26,7 +26,7 @@ def test_gguf_needs_the_gguf_package_and_a_file(monkeypatch, tmp_path):
     path = tmp_path / "m.gguf"
     path.write_bytes(b"GGUF")
     monkeypatch.setattr(models, "_installed", lambda module: False)
-    with pytest.raises(ValueError, match=r"reading GGUF files needs the corl\[real\] extra"):
+    with pytest.raises(ValueError, match=r"reading GGUF files needs the co-rl\[real\] extra"):
         models.check_source(f"gguf:{path}")
     with pytest.raises(ValueError, match="no such GGUF file"):
         models.check_source(f"gguf:{tmp_path}/other.gguf")
