@@ -296,7 +296,7 @@ def distributions(pm: pluggy.PluginManager) -> dict[str, str]:
     return out
 
 
-DISTRIBUTION = "corl"  # the name corl installs under (its import name and command are `corl`)
+DISTRIBUTION = "co-rl"  # the name corl installs under (its import name and command are `corl`; `corl` on the package index is another project)
 
 
 def corl_version() -> str:

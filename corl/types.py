@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -153,7 +154,7 @@ class Context:
 
     spec: Any
     seed: int
-    log: Any = print
+    log: Any = attrs.field(factory=lambda: logging.getLogger("corl").info)  # a message of the run (corl.logs)
     task: Any = None
     agent: Any = None
     agent_name: str = ""

@@ -74,9 +74,9 @@ def watch(run, step: int, metrics: Mapping[str, Mapping[str, float]]) -> None:
     ``run.max_nonfinite`` in a row for one agent."""
     health = run.state.health
     for message in health.check(step, metrics, run.spec.run.prompts_per_step):
-        run.log(message)
+        run.warn(message)
     for name, streak in health.count_nonfinite(metrics).items():
-        run.log(f"step {step}: agent {name!r}: non-finite loss, gradients or rewards; update skipped "
+        run.warn(f"step {step}: agent {name!r}: non-finite loss, gradients or rewards; update skipped "
                 f"({streak} in a row)")
         if streak >= run.spec.run.max_nonfinite:
             last = checkpoint.latest(run.checkpoint_root)

@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from corl import logs
 from corl import recipe as recipe_mod
 from corl.errors import CorlError, Interrupted, Stopping
 from corl.plugins import Registry, build_registry, call_hook, distributions, make_plugin_manager, register
@@ -56,7 +57,9 @@ class Run:
         self.pm = pm or make_plugin_manager(plugins)
         self.registry: Registry = build_registry(self.pm)
         self.output_dir = spec.output_dir
-        self.log = log or print
+        # messages go to the `corl` logger (corl.logs), or all to ``log`` when one is given
+        self.log = log or logs.logger.info
+        self.warn = log or logs.logger.warning
         self.agents: list[AgentSlot] = []
         self.state = RunState(DataOrder.seeded(spec.run.seed))
         self.view = RunView(self)
@@ -197,6 +200,8 @@ class Run:
     def checkpoint(self, step: int) -> Path:
         path = snapshot.save(self, step)
         self.checkpointed_step = step
+        if self.layout.is_writer:
+            self.log(f"step {step}: checkpoint {path}")
         return path
 
     def restore(self, path: Path) -> int:

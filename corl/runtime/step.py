@@ -67,7 +67,7 @@ def train_step(run, step: int) -> StepMetrics:
         m, t0 = local[slot.name], time.perf_counter()
         if slot.optimizer is not None and slot.name in nonfinite_rewards:
             m["nonfinite"] = 1.0
-            run.log(f"step {step}: agent {slot.name!r}: {run.who('router')} gave a non-finite reward; update skipped")
+            run.warn(f"step {step}: agent {slot.name!r}: {run.who('router')} gave a non-finite reward; update skipped")
         elif slot.optimizer is not None:  # a frozen agent (a judge) votes but is not trained
             train_rewards = [r[:n_train] for r in layout.shard(slot.name, rewards[slot.name])]
             with run.stream(slot.name):

@@ -20,6 +20,7 @@ from corl.builtin.hf.common import (
     load,
     load_weights,
     measure,
+    save_loadable,
     save_weights,
 )
 from corl.builtin.hf.config import HFAgentConfig, zoo_config_for
@@ -170,6 +171,7 @@ class HFAgent:
 
     def save_state(self, path: str) -> None:
         save_weights(self.model, path)
+        save_loadable(self.model, self.tokenizer, path)  # an intermediate checkpoint loads with from_pretrained
 
     def load_state(self, path: str) -> None:
         load_weights(self.model, path)

@@ -59,6 +59,16 @@ def save_weights(model, path: str) -> None:
     save_model(model, str(Path(path) / "model.safetensors"))
 
 
+def save_loadable(model, files, path: str) -> None:
+    """What ``from_pretrained`` needs beside a checkpoint's ``model.safetensors``: the model's config
+    (and generation config) and ``files``, its tokenizer or processor. Small next to the weights;
+    resume reads only the weights."""
+    model.config.save_pretrained(path)
+    if getattr(model, "generation_config", None) is not None and model.can_generate():
+        model.generation_config.save_pretrained(path)
+    files.save_pretrained(path)
+
+
 def load_weights(model, path: str) -> None:
     from safetensors.torch import load_model
 

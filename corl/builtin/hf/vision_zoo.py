@@ -21,6 +21,7 @@ from pathlib import Path
 
 import attrs
 
+from corl import logs
 from corl.atomic import atomic_folder
 from corl.builtin.hf.catalog import VISION_ZOO, cache_root
 from corl.builtin.hf.config import ZooConfig
@@ -115,7 +116,7 @@ def _fingerprint(name: str, prompts: Sequence[Prompt], config: ZooConfig) -> str
     return h.hexdigest()[:16]
 
 
-def resolve(name: str, prompts: Sequence[Prompt], config: ZooConfig, log: Callable[[str], None] = print,
+def resolve(name: str, prompts: Sequence[Prompt], config: ZooConfig, log: Callable[[str], None] = logs.logger.info,
             check: Callable[[], None] = lambda: None) -> Path:
     """The folder of vision zoo model ``name`` warm-started on labeled ``prompts``, built once."""
     if name not in FAMILIES:

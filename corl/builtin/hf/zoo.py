@@ -16,6 +16,7 @@ from pathlib import Path
 
 import attrs
 
+from corl import logs
 from corl.atomic import atomic_folder
 from corl.builtin.hf.catalog import TEXT_ZOO, cache_root
 from corl.builtin.hf.config import ZooConfig
@@ -83,7 +84,7 @@ def build_tokenizer(chars: str = CHARS):
 
 
 def resolve(name: str, examples: Sequence[tuple[str, str]], config: ZooConfig,
-            log: Callable[[str], None] = print, check: Callable[[], None] = lambda: None) -> Path:
+            log: Callable[[str], None] = logs.logger.info, check: Callable[[], None] = lambda: None) -> Path:
     """Return the folder of zoo model ``name`` warm-started on ``examples``, building it once
     (``check()`` between warm-start steps: :func:`corl.builtin.hf.warmstart.train`)."""
     if name not in FAMILIES:

@@ -221,7 +221,7 @@ def _saved_dataset(split: str, path: Path) -> Iterator[tuple[int, Any]]:
         import datasets
     except ImportError:
         raise CorlError(f"task.{split}: {_show(Path(folder))} is a folder; reading a saved `datasets` dataset "
-                        "needs the datasets package (pip install 'corl[data]')") from None
+                        "needs the datasets package (pip install 'co-rl[data]')") from None
     try:
         loaded = datasets.load_from_disk(folder)
     except (FileNotFoundError, ValueError) as exc:
