@@ -223,6 +223,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("corl: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `corl plugins | head`: the reader left; say nothing more
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":
