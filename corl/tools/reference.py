@@ -27,15 +27,19 @@ COMPONENT_TABLES = (
 )
 
 
-def _rows(cls: type) -> list[str]:
+def _rows(cls: type, prefix: str = "") -> list[str]:
     hints = typing.get_type_hints(cls)
     out = []
     # required keys first (a subclass's kw_only required field comes last in attrs' order)
     for f in sorted(attrs.fields(cls), key=lambda f: f.default is not attrs.NOTHING):
+        if attrs.has(hints[f.name]):  # a table of its own (e.g. an agent's lora): one row per key
+            out.append(f"| `{prefix}{f.name}` | a table | `{{}}` | {f.metadata.get('help', '')} |")
+            out += _rows(hints[f.name], f"{prefix}{f.name}.")
+            continue
         default = "required" if f.default is attrs.NOTHING else repr(
             f.default.factory() if isinstance(f.default, attrs.Factory) else f.default)
         kind = type_name(hints[f.name])
-        out.append(f"| `{f.name}` | {kind} | `{default}` | {f.metadata.get('help', '')} |")
+        out.append(f"| `{prefix}{f.name}` | {kind} | `{default}` | {f.metadata.get('help', '')} |")
     return out
 
 
@@ -59,7 +63,8 @@ def render(registry: Registry) -> str:
               "| `optimizer` | a table | `{}` | optimizer, see below |",
               "| `frozen` | true or false | `false` | samples and votes (a judge) but is never trained |",
               "| `ranks` | a list (an integer each) | `[]` | several processes: the ranks that serve this agent "
-              "(several: data-parallel); empty: equal blocks of ranks (docs/scale-out.md) |", ""]
+              "(several: an hf agent is sharded over them with FSDP2); empty: equal blocks of ranks "
+              "(docs/scale-out.md) |", ""]
     for kind, where in COMPONENT_TABLES:
         lines += [f"## {kind} components: {where}", "",
                   f"`type` picks one (default `{DEFAULT_TYPES[kind]}`); its keys sit beside `type`.", ""]

@@ -91,8 +91,14 @@ def gathered(model):
 
 
 def full(tensor):
-    """The whole of a (possibly sharded) tensor: a collective for a DTensor."""
-    return tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor
+    """The whole of a (possibly sharded) tensor: a collective for a DTensor. A CPU-offloaded shard
+    of a GPU agent is moved to its GPU first, so the gather runs over NCCL, not gloo (not yet run
+    on a GPU)."""
+    if not hasattr(tensor, "full_tensor"):
+        return tensor
+    if tensor.device.type != tensor.device_mesh.device_type:
+        tensor = tensor.to(tensor.device_mesh.device_type)
+    return tensor.full_tensor()
 
 
 def full_tensors(named):

@@ -225,3 +225,14 @@ def test_decode_loop_matches_transformers_generate(name, task, cache_dir):
         assert b.sequences[row, b.prompt_len:b.prompt_len + n].tolist() == ref[row, :n].tolist()
     top1 = HFSampler(HFSamplerConfig(top_k=1, max_new_tokens=6, batch_size=8)).sample(agent, prompts, 4)
     assert top1.texts == tuple((t[0],) * 4 for t in ours.texts)  # batch_size 8: two prompts per decode call
+
+
+def test_the_decode_loop_draws_tokens_with_their_probabilities():
+    from corl.builtin.hf.decode import draw
+
+    torch.manual_seed(0)
+    probs = torch.tensor([0.5, 0.0, 0.3, 0.2, 0.0])  # zero: cut by top-k / top-p (-inf logits)
+    logits = probs.log().expand(40000, 5)
+    counts = torch.bincount(draw(logits), minlength=5) / 40000
+    assert counts[1] == 0 and counts[4] == 0
+    assert (counts - probs).abs().max() < 0.01  # 4 standard errors at 40k draws

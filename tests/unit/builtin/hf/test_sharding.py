@@ -211,3 +211,15 @@ def test_a_sharded_run_killed_mid_run_resumes_to_the_same_end(tmp_path, cache_di
     assert any(r["kind"] == "eval" for r in records)
     for name in ("a", "b"):  # the sharded agent's export is gathered into one ordinary HF folder
         assert all(torch.equal(weights[name][k], ref_weights[name][k]) for k in ref_weights[name]), name
+
+
+def test_the_gpu_check_runs_on_cpu_at_toy_sizes(cache_dir):
+    """bench/gpu_check.py is prepared for a GPU; its phases run here at toy sizes (--cpu --tiny)."""
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--cpu", "--tiny"],
+                         capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 0, res.stderr[-3000:]
+    figures = json.loads(res.stdout.strip().splitlines()[-1].removeprefix("RESULT all: "))
+    assert figures["ring"]["finite"]
+    for variant in ("half_billion_fsdp_mixed", "half_billion_plain_autocast"):
+        assert figures[variant]["sample_tokens_per_s"] > 0 and figures[variant]["update_tokens_per_s"] > 0
+        assert figures[variant]["grad_norm"] > 0
