@@ -1,4 +1,4 @@
-"""``corl`` command line: run | validate | plugins | recipes.
+"""``corl`` command line: run | validate | eval | cohort | compare | report | plugins | env | recipes | export.
 
 User mistakes (:class:`corl.errors.CorlError`) print one line per problem, no traceback, exit 2.
 """
@@ -21,7 +21,8 @@ def cmd_validate(args) -> int:
     recipe, overrides, source = resolve_recipe(args.recipe, args.set)
     _, spec = prepare(recipe, overrides, source=source)
     agents = ", ".join(f"{a.name} ({a.agent.config.model}, {a.optimizer.type})" for a in spec.agents)
-    print(f"{spec.source}: ok: {len(spec.agents)} agents [{agents}], {spec.topology.type} topology, "
+    shaping = "".join(f", + {t.weight:g} x {t.name}" for t in spec.shaping)
+    print(f"{spec.source}: ok: {len(spec.agents)} agents [{agents}], {spec.topology.type} topology{shaping}, "
           f"{spec.voting.aggregator.type} voting n_votes={spec.voting.n_votes} n_train={spec.voting.n_train}, "
           f"{spec.run.steps} steps -> {spec.output_dir}")
     return 0
@@ -32,7 +33,7 @@ def cmd_run(args) -> int:
 
     recipe, overrides, source = resolve_recipe(args.recipe, args.set)
     pm, spec = prepare(recipe, overrides, source=source)
-    Run(spec, pm=pm, log=lambda msg: print(msg, file=sys.stderr), resume=args.resume, force=args.force).execute()
+    Run(spec, pm=pm, resume=args.resume, force=args.force).execute()
     return 0
 
 
@@ -57,8 +58,7 @@ def cmd_compare(args) -> int:
         if not isinstance(recipe, str):
             raise CorlError(f"{r}: corl compare takes recipe files or shipped recipe names, not run dirs")
         recipes.append(recipe)
-    compare(recipes, seeds, Path(args.out), args.set, log=lambda msg: print(msg, file=sys.stderr),
-            claims=claims[0] if claims else None, run=not args.tabulate)
+    compare(recipes, seeds, Path(args.out), args.set, claims=claims[0] if claims else None, run=not args.tabulate)
     print(Path(args.out) / "results.md")
     return 0
 
@@ -132,8 +132,28 @@ def _inspect(name: str):
     return command
 
 
+def cmd_env(args) -> int:
+    from corl.tools.env import cmd_env
+
+    return cmd_env(args)
+
+
+class _Version(argparse.Action):
+    """``corl --version``: the installed distribution's version, looked up only when asked."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, help="print corl's version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from corl.plugins import DISTRIBUTION, corl_version
+
+        print(f"{DISTRIBUTION} {corl_version()}")
+        parser.exit()
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="corl", description="Co-RL: cooperative label-free multi-agent RL")
+    p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True)
     for name, fn, text in (("run", cmd_run, "run a recipe"), ("validate", cmd_validate, "check a recipe, load nothing")):
         sp = sub.add_parser(name, help=text)
@@ -144,7 +164,9 @@ def parser() -> argparse.ArgumentParser:
         if name == "run":
             sp.add_argument("--resume", action="store_true",
                             help="continue from the newest complete checkpoint in the run's output dir")
-            sp.add_argument("--force", action="store_true", help="resume even if the recipe changed in a way that matters")
+            sp.add_argument("--force", action="store_true",
+                            help="replace an earlier run in the output dir (finished or started); with --resume, "
+                                 "resume even if the recipe changed in a way that matters")
     for name, fn, text in (("eval", _inspect("cmd_eval"), "evaluate models or a run's final checkpoints on a task"),
                            ("cohort", _inspect("cmd_cohort"), "rank candidate peers by label-free decorrelation")):
         sp = sub.add_parser(name, help=text)
@@ -174,6 +196,9 @@ def parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("plugins", help="installed plugins, their versions, hooks and components")
     sp.add_argument("--json", action="store_true", help="print JSON for machines")
     sp.set_defaults(fn=cmd_plugins)
+    sp = sub.add_parser("env", help="versions and devices of this machine, for bug reports")
+    sp.add_argument("--json", action="store_true", help="print JSON for machines")
+    sp.set_defaults(fn=cmd_env)
     sp = sub.add_parser("recipes", help="list or copy the shipped recipes; `keys` prints every recipe key")
     sp.add_argument("action", choices=["ls", "cp", "keys"])
     sp.add_argument("name", nargs="?")
@@ -184,6 +209,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    from corl.logs import install_cli_handler
+
+    install_cli_handler()  # the run's messages and progress, as plain lines on stderr
     if args.command == "recipes" and args.action == "cp" and not args.name:
         parser().error("recipes cp needs a NAME")
     try:
@@ -195,6 +223,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("corl: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `corl plugins | head`: the reader left; say nothing more
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

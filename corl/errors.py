@@ -27,11 +27,25 @@ class TrainingError(CorlError):
 
 
 class Interrupted(CorlError):
-    """SIGINT / SIGTERM: the run stopped after a step and wrote a checkpoint."""
+    """SIGINT / SIGTERM: the run stopped, its completed steps saved; exit status 128 + the signal.
 
-    def __init__(self, signum: int, step: int, path):
+    The message reads ``stopped by SIGINT <where>; <what was saved>``, e.g. ``stopped by SIGTERM
+    after step 3; checkpoint runs/x/checkpoints/step-000003; continue with --resume``.
+    """
+
+    def __init__(self, signum: int, detail: str):
         import signal
 
         self.exit_code = 128 + signum
-        name = signal.Signals(signum).name
-        super().__init__(f"stopped by {name} after step {step}; checkpoint {path}; continue with --resume")
+        self.signum = signum
+        super().__init__(f"stopped by {signal.Signals(signum).name} {detail}")
+
+
+class Stopping(BaseException):
+    """Not an error: raised at a :meth:`corl.types.StopToken.check` to abandon work after a signal
+    (like ``KeyboardInterrupt``, it passes ``except Exception``). The run turns it into
+    :class:`Interrupted` once the completed steps are saved."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum

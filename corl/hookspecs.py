@@ -19,7 +19,7 @@ def corl_register_components(registry: Any) -> None:
 
     Call ``registry.add(kind, name, factory, config_cls, help=...)`` once per component.
     ``kind`` is one of ``task``, ``agent``, ``sampler``, ``aggregator``, ``router``,
-    ``optimizer``, ``observer``; ``config_cls`` is a frozen attrs class whose fields are the
+    ``optimizer``, ``observer``, ``shaping``; ``config_cls`` is a frozen attrs class whose fields are the
     component's recipe keys. Optional capabilities are class attributes of the factory
     (:data:`corl.protocols.TRAITS`). ``registry.add_section(name, config_cls)`` declares a
     top-level recipe section the plugin owns (the hf backend's ``[zoo]``), read by its components

@@ -20,7 +20,7 @@ import attrs
 import pluggy
 
 from corl import hookspecs
-from corl.errors import ConfigError, PluginError
+from corl.errors import ConfigError, CorlError, PluginError
 from corl.protocols import traits
 
 #: Built-in plugin modules, registered exactly like third-party plugins.
@@ -34,12 +34,13 @@ BUILTIN_PLUGINS = (
     "corl.builtin.voting",
     "corl.builtin.topology",
     "corl.builtin.policy",
+    "corl.builtin.shaping",
     "corl.builtin.observers",
     "corl.builtin.early_stop",
 )
-KINDS = ("task", "agent", "sampler", "aggregator", "router", "optimizer", "observer")
+KINDS = ("task", "agent", "sampler", "aggregator", "router", "optimizer", "observer", "shaping")
 #: Recipe sections of the host itself; plugins may declare more (``registry.add_section``).
-CORE_SECTIONS = ("run", "task", "agents", "voting", "topology", "eval", "observers")
+CORE_SECTIONS = ("run", "task", "agents", "voting", "topology", "eval", "observers", "shaping")
 ENTRY_POINT_GROUP = "corl"
 AUTOLOAD_ENV = "CORL_DISABLE_PLUGIN_AUTOLOAD"
 ALLOW_ENV = "CORL_PLUGINS"
@@ -199,6 +200,38 @@ def register(pm: pluggy.PluginManager, plugin: Any, name: str) -> None:
         raise PluginError(f"plugin {name!r}: {_first_line(exc)}") from None
 
 
+def call_hook(pm: pluggy.PluginManager, hook: str, names: Callable[[str], str] | None = None,
+              **kwargs: Any) -> list[Any]:
+    """Call ``hook`` on every plugin. An exception raised by a plugin's implementation becomes a
+    :class:`PluginError` naming that plugin (``names(plugin_name)`` says how) and the hook; a
+    :class:`CorlError` already says what to fix and passes unchanged, as do signals."""
+    try:
+        return getattr(pm.hook, hook)(**kwargs)
+    except CorlError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - turned into one line that names the plugin
+        culprit = _raised_by(pm, hook, exc)
+        who = (names or (lambda name: f"plugin {name!r}"))(culprit) if culprit else "a plugin"
+        raise PluginError(f"{who}: {hook} raised {type(exc).__name__}: {_first_line(exc)}") from exc
+
+
+def _raised_by(pm: pluggy.PluginManager, hook: str, exc: BaseException) -> str | None:
+    """The plugin whose implementation of ``hook`` the traceback of ``exc`` passes through."""
+    import inspect
+
+    codes = {}
+    for impl in getattr(pm.hook, hook).get_hookimpls():
+        code = getattr(inspect.unwrap(impl.function), "__code__", None)
+        if code is not None:
+            codes[code] = impl.plugin_name
+    tb = exc.__traceback__
+    while tb is not None:  # outermost first: the implementation pluggy called
+        if tb.tb_frame.f_code in codes:
+            return codes[tb.tb_frame.f_code]
+        tb = tb.tb_next
+    return None
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -263,7 +296,7 @@ def distributions(pm: pluggy.PluginManager) -> dict[str, str]:
     return out
 
 
-DISTRIBUTION = "corl"  # the name corl installs under (its import name and command are `corl`)
+DISTRIBUTION = "co-rl"  # the name corl installs under (its import name and command are `corl`; `corl` on the package index is another project)
 
 
 def corl_version() -> str:

@@ -3,7 +3,8 @@ through these. Implementations are plain classes built from one frozen attrs con
 
 Optional capabilities are declared here too, never probed ad hoc: a component states its *traits*
 as class attributes of its factory (a router's ``supervised`` / ``min_agents`` / ``check``, an
-observer's ``every_rank``, a verifier's ``bounded``), read once by :func:`traits` into the frozen
+observer's ``every_rank``, a verifier's ``bounded``, a task's ``missing_split``, an agent's
+``check``, a shaping term's ``needs_labels``), read once by :func:`traits` into the frozen
 classes below; a verifier that extracts whole batches implements :class:`BatchVerifier`. Hooks see
 a run through :class:`RunView`, not the run object itself.
 """
@@ -114,6 +115,22 @@ class RewardRouter(Protocol):
 
 
 @runtime_checkable
+class RewardShaping(Protocol):
+    """An extra reward term beside the peer reward (a format reward, a length penalty), as TRL's
+    ``reward_funcs`` and verl's custom rewards are. The run adds ``weight`` times each term's
+    value to the router's reward of every completion; the peer reward stays the label-free core.
+
+    A term that reads ground truth declares ``needs_labels = True`` (:class:`ShapingTraits`): a
+    label-free recipe refuses it at validation, and only a term that declares it is handed ``truth``.
+    Like a router, a term must not read ``Prompt.label`` itself."""
+
+    def score(self, rollout: Rollout, answers: Sequence[Sequence[Hashable | None]], verifier: AnswerVerifier,
+              truth: Sequence[Any] | None = None) -> list[list[float]]:
+        """One finite number per completion, ``values[p][s]`` for ``rollout.texts[p][s]``;
+        ``answers[p][s]`` is the answer the task's verifier extracted (None: none)."""
+
+
+@runtime_checkable
 class Optimizer(Protocol):
     """Updates one agent (bound at construction) from its rollout and per-completion rewards.
 
@@ -149,6 +166,35 @@ class RouterTraits:
 
 
 @attrs.frozen
+class TaskTraits:
+    """``missing_split(config, split)``: None when a task built from ``config`` will hold prompts in
+    ``split``, else what to set so that it does (e.g. ``'task.seed = "FILE"'``), read at validation
+    by components that need a split (a zoo model warm-starts on the labeled ``seed`` split)."""
+
+    missing_split: Callable[[Any, str], str | None] | None = None
+
+
+@attrs.frozen
+class RecipeFacts:
+    """What an agent's validation cross-check (:class:`AgentTraits`) sees of the rest of the recipe:
+    ``missing_split(split)`` is the task's :class:`TaskTraits` answer for its config (always None
+    when the task declares nothing); ``sections`` are the validated plugin sections (``[zoo]``)."""
+
+    task_type: str
+    missing_split: Callable[[str], str | None]
+    sections: Mapping[str, Any]
+
+
+@attrs.frozen
+class AgentTraits:
+    """``check(config, facts)``: the agent's own cross-checks of a validated recipe
+    (:class:`RecipeFacts`), yielding ``(key, message)`` pairs, the key relative to the agent's table
+    (``("model", "zoo:llama-tiny needs a labeled seed split ...")``)."""
+
+    check: Callable[[Any, RecipeFacts], Iterable[tuple[str, str]]] | None = None
+
+
+@attrs.frozen
 class ObserverTraits:
     """``every_rank``: in a several-process run, attach the observer on every rank (the final
     export, the early stop), not only on the rank that writes the run's files."""
@@ -164,10 +210,19 @@ class VerifierTraits:
     bounded: bool = False
 
 
+@attrs.frozen
+class ShapingTraits:
+    """``needs_labels``: the term reads ground-truth labels (``truth``), so only a run declared
+    supervised may use it; a label-free recipe that names it is refused at validation."""
+
+    needs_labels: bool = False
+
+
 #: the protocol each component kind must satisfy (observers are hook plugins instead)
 PROTOCOLS: dict[str, type] = {}  # filled below, once every protocol is defined
 
-TRAITS: dict[str, type] = {"router": RouterTraits, "observer": ObserverTraits, "verifier": VerifierTraits}
+TRAITS: dict[str, type] = {"router": RouterTraits, "observer": ObserverTraits, "verifier": VerifierTraits,
+                           "task": TaskTraits, "agent": AgentTraits, "shaping": ShapingTraits}
 
 
 def missing_members(obj: Any, protocol: type) -> list[str]:
@@ -192,9 +247,9 @@ def traits(kind: str, declared_on: Any) -> Any:
         if not hasattr(declared_on, field.name):
             continue
         value = getattr(declared_on, field.name)
-        if field.name == "check":
+        if field.default is None:  # a function the trait's docstring describes
             if value is not None and not callable(value):
-                raise TypeError(f"{field.name} must be a function check(config, agents) -> problems, got {value!r}")
+                raise TypeError(f"{field.name} must be a function (see corl.protocols.{cls.__name__}), got {value!r}")
         elif type(value) is not type(field.default):  # bool is not int here: min_agents = True is a mistake
             raise TypeError(f"{field.name} must be {type(field.default).__name__}, got {value!r}")
         values[field.name] = value
@@ -242,4 +297,4 @@ class RunView(Protocol):
 
 
 PROTOCOLS.update(task=Task, agent=Agent, sampler=Sampler, aggregator=Aggregator, router=RewardRouter,
-                 optimizer=Optimizer)
+                 optimizer=Optimizer, shaping=RewardShaping)

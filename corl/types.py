@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+import contextlib
+import logging
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
+
+from corl.errors import Stopping
 
 
 @attrs.frozen
@@ -22,7 +26,8 @@ class Prompt:
     outputs on them); ``solution``: a reference completion, the warm-start target where the label
     is not the text to write (a program, not its outputs).
     ``images`` (PIL images or image file paths) go with the text to a vision-language agent
-    (``corl.builtin.hf.vision``); text tasks leave it empty.
+    (``corl.builtin.hf.vision``); text tasks leave it empty. ``origin`` says where the prompt came
+    from, for messages (a data file and line, ``data/train.jsonl:17``); None: its id says it.
     """
 
     id: str
@@ -31,6 +36,7 @@ class Prompt:
     test_inputs: tuple[Any, ...] = ()
     solution: str | None = None
     images: tuple[Any, ...] = ()
+    origin: str | None = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen
@@ -108,6 +114,46 @@ class OneRank:
         return None
 
 
+class StopToken:
+    """How a run asks its components to stop early, on SIGINT or SIGTERM (``ctx.stop``).
+
+    A component's long loops (a warm-start's steps, a sampler's batches and decode steps) call
+    :meth:`check` between units of work. While the run is in work it can abandon (building its
+    agents, an evaluation), a requested stop raises :class:`corl.errors.Stopping` there and the run
+    saves its last completed step; elsewhere (a training step, a checkpoint write) ``check`` returns
+    and the run stops at its next safe point. Components must let ``Stopping`` pass.
+    """
+
+    def __init__(self) -> None:
+        self.signal: int | None = None  # the first signal asked for
+        self.count = 0  # signals received
+        self._abandonable = False
+
+    def request(self, signum: int) -> None:
+        """Ask for a stop (the run's signal handler calls this)."""
+        self.count += 1
+        if self.signal is None:
+            self.signal = signum
+
+    @property
+    def requested(self) -> bool:
+        return self.signal is not None
+
+    def check(self) -> None:
+        """Raise :class:`corl.errors.Stopping` if a stop was asked for and the work may be abandoned."""
+        if self.signal is not None and self._abandonable:
+            raise Stopping(self.signal)
+
+    @contextlib.contextmanager
+    def abandonable(self, allowed: bool = True) -> Iterator[None]:
+        """The run's side: work in this block may be abandoned at a :meth:`check` (when ``allowed``)."""
+        before, self._abandonable = self._abandonable, allowed
+        try:
+            yield
+        finally:
+            self._abandonable = before
+
+
 @attrs.frozen
 class Context:
     """What a component factory may draw on: injected by the run, never looked up globally.
@@ -115,16 +161,17 @@ class Context:
     Every factory is called as ``factory(config, ctx)``. ``agent`` is set for samplers and
     optimizers (the agent they serve); ``task`` once the task is built. ``group`` is the agent's
     ranks (:class:`OneRank`; several: :class:`corl.runtime.groups.TorchGroup`), with the device mesh
-    a sharding engine shards the agent over.
+    a sharding engine shards the agent over. ``stop`` is polled by long loops (:class:`StopToken`).
     """
 
     spec: Any
     seed: int
-    log: Any = print
+    log: Any = attrs.field(factory=lambda: logging.getLogger("corl").info)  # a message of the run (corl.logs)
     task: Any = None
     agent: Any = None
     agent_name: str = ""
     group: Any = attrs.field(factory=OneRank)
+    stop: StopToken = attrs.field(factory=StopToken)
 
     def section(self, name: str) -> Any:
         """The validated config of recipe section ``[name]`` that a plugin declared

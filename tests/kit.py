@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def real_models_missing(recipe) -> str | None:
-    """Why a recipe's packaged (pypi:) models cannot load here, or None (the corl[real] extra)."""
+    """Why a recipe's packaged (pypi:) models cannot load here, or None (the co-rl[real] extra)."""
     from corl.builtin.hf.sources import check_source
 
     for agent in tomllib.loads(Path(recipe).read_text()).get("agents", []):

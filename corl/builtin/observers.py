@@ -6,11 +6,11 @@ the ``corl_on_*`` hooks like any third-party observer.
 
 from __future__ import annotations
 
-import itertools
 import json
 import shutil
 from pathlib import Path
 
+from corl import logs
 from corl.atomic import write_together
 from corl.plugins import hookimpl
 from corl.types import NoConfig
@@ -21,46 +21,40 @@ def _agent_scalars(metrics) -> dict[str, dict[str, float]]:
 
 
 class ConsoleObserver:
-    """A progress bar while training and a before/after table at the end (rich)."""
+    """Training progress and a before/after table at the end: a rich bar on a terminal, else a
+    logged line every 5% of the steps (or every minute) with each agent's reward mean and the ETA
+    (:class:`corl.logs.Progress`)."""
 
     def __init__(self, config=None, ctx=None):
-        from rich.console import Console
-
-        self.console = Console(stderr=True)
         self.progress = None
+        self.log = logs.get("progress")
 
     @hookimpl
     def corl_on_run_start(self, run):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeRemainingColumn(), TextColumn("{task.fields[info]}"), console=self.console,
-                                 transient=True)
-        self.task = self.progress.add_task(f"co-rl {run.spec.run.name}", total=run.spec.run.steps,
-                                           completed=run.start_step, info="")
-        self.progress.start()
+        self.progress = logs.Progress(f"co-rl {run.spec.run.name}", run.spec.run.steps,
+                                      completed=run.start_step, percent=5, log=self.log)
 
     @hookimpl
     def corl_on_step_end(self, run, step, metrics):
         info = "  ".join(f"{n}: r={m['reward_mean']:.2f}" for n, m in metrics.agents.items())
-        self.progress.update(self.task, advance=1, info=info)
+        self.progress.advance(info=info)
 
     @hookimpl
     def corl_on_eval_end(self, run, step, results):
         text = "  ".join(f"{n} pass@1={r['pass@1']:.3f}" for n, r in results.items())
-        self.console.print(f"eval step {step}: {text}")
+        self.log.info(f"eval step {step}: {text}")
 
     @hookimpl
     def corl_on_run_failed(self, run, error):
         if self.progress is not None:
-            self.progress.stop()
+            self.progress.close()
 
     @hookimpl
     def corl_on_run_end(self, run, summary):
         from rich.table import Table
 
         if self.progress is not None:
-            self.progress.stop()
+            self.progress.close()
         if not any(summary["agents"].values()):
             return
         k = summary["eval_k"]
@@ -135,22 +129,13 @@ class TensorboardObserver:
 
     @hookimpl
     def corl_on_step_end(self, run, step, metrics):
-        for name, values in metrics.agents.items():
-            for key, value in values.items():
-                self.writer.add_scalar(f"train/{name}/{key}", value, step)
-        self.writer.add_scalar("train/step_seconds", metrics.seconds, step)
+        for key, value in logs.step_scalars(metrics).items():
+            self.writer.add_scalar(key, value, step)
 
     @hookimpl
     def corl_on_eval_end(self, run, step, results, cohort):
-        for name, values in results.items():
-            for key, value in values.items():
-                self.writer.add_scalar(f"eval/{name}/{key}", value, step)
-        names = cohort["agents"]
-        for matrix in ("agreement", "phi", "same_wrong"):
-            for i, j in itertools.combinations(range(len(names)), 2):
-                value = (cohort[matrix] or [[None] * len(names)] * len(names))[i][j]
-                if value is not None:
-                    self.writer.add_scalar(f"cohort/{matrix}/{names[i]}-{names[j]}", value, step)
+        for key, value in logs.eval_scalars(results, cohort).items():
+            self.writer.add_scalar(key, value, step)
         self.writer.flush()
 
     @hookimpl

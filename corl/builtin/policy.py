@@ -1,13 +1,23 @@
 """Policy optimizers: GRPO and RLOO share one clipped policy-gradient loss and differ only in
-the advantage estimator."""
+the advantage estimator.
+
+Options are registered functions looked up by name, not branches: how a minibatch's per-token
+losses become one loss (:data:`LOSS_AGGREGATIONS`: token mean, sequence mean, Dr. GRPO's constant)
+and how the learning rate moves over the run (:data:`SCHEDULES`: constant, linear, cosine, after
+an optional linear warmup).
+"""
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, Literal
 
 import attrs
 
+from corl.errors import ConfigError
 from corl.plugins import hookimpl
 from corl.types import Rollout
 
@@ -27,6 +37,26 @@ class PolicyConfig:
     minibatches: int = attrs.field(default=1, validator=v.ge(1), metadata={"help": "optimizer updates per pass"})
     micro_batch_size: int = attrs.field(default=256, validator=v.ge(1), metadata={
         "help": "sequences per forward/backward (gradient accumulation; bounds memory)"})
+    epsilon_high: float | None = attrs.field(default=None, validator=v.optional(v.gt(0)), metadata={
+        "help": "upper ratio clip, 1 + epsilon_high (DAPO's clip-higher, e.g. 0.28); unset: the same as clip"})
+    loss_aggregation: Literal["token_mean", "sequence_mean", "constant"] = attrs.field(default="token_mean", metadata={
+        "help": "token_mean: over every token of the minibatch (DAPO); sequence_mean: each sequence's token mean, "
+                "averaged (GRPO's paper); constant: the token sum over sequences x loss_constant (Dr. GRPO)"})
+    loss_constant: int = attrs.field(default=0, validator=v.ge(0), metadata={
+        "help": "loss_aggregation = constant: the tokens per sequence the token sum is divided by (Dr. GRPO: the "
+                "generation budget, the sampler's max_new_tokens)"})
+    lr_schedule: Literal["constant", "linear", "cosine"] = attrs.field(default="constant", metadata={
+        "help": "learning rate after warmup, over the run's steps (run.steps): constant, or a linear or cosine "
+                "decay to lr x min_lr_ratio"})
+    warmup_steps: int = attrs.field(default=0, validator=v.ge(0), metadata={
+        "help": "steps of linear warmup: step k of them uses lr x k / (warmup_steps + 1)"})
+    min_lr_ratio: float = attrs.field(default=0.0, validator=[v.ge(0), v.le(1)], metadata={
+        "help": "where the linear or cosine decay ends, as a fraction of lr"})
+
+    def __attrs_post_init__(self):
+        if self.loss_aggregation == "constant" and not self.loss_constant:
+            raise ValueError("loss_aggregation = 'constant' needs loss_constant, the tokens per sequence to divide "
+                             "by (Dr. GRPO: the sampler's max_new_tokens)")
 
 
 @attrs.frozen
@@ -57,24 +87,79 @@ def rloo_advantages(rewards):
     return (rewards - (rewards.sum(dim=1, keepdim=True) - rewards) / (n - 1))
 
 
-def clipped_loss(logprobs, old_logprobs, advantages, mask, clip: float, ref_logprobs=None, kl: float = 0.0):
-    """PPO-clipped policy-gradient loss summed over tokens (divide by the token count for a token mean).
+def token_sum(per_token, mask):
+    return (per_token * mask).sum()
+
+
+def sequence_token_means(per_token, mask):
+    """Each sequence's token mean, summed over sequences (divided by their count per minibatch)."""
+    return ((per_token * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)).sum()
+
+
+@attrs.frozen
+class Aggregation:
+    """How a minibatch's per-token losses become its loss: every micro-batch's ``numerator(per_token,
+    mask)`` divided by ``denominator(tokens, sequences, constant)`` of the whole minibatch (its tokens and
+    sequences counted over every rank of the agent's group; ``constant``: the config's ``loss_constant``)."""
+
+    numerator: Callable[[Any, Any], Any]
+    denominator: Callable[[float, float, float], float]
+
+
+#: ``loss_aggregation`` options, by name
+LOSS_AGGREGATIONS: dict[str, Aggregation] = {
+    "token_mean": Aggregation(token_sum, lambda tokens, sequences, constant: tokens),
+    "sequence_mean": Aggregation(sequence_token_means, lambda tokens, sequences, constant: sequences),
+    "constant": Aggregation(token_sum, lambda tokens, sequences, constant: sequences * constant),
+}
+
+
+def clipped_loss(logprobs, old_logprobs, advantages, mask, clip: float, ref_logprobs=None, kl: float = 0.0,
+                 clip_high: float | None = None, aggregate: Callable = token_sum):
+    """PPO-clipped policy-gradient loss, the ratio clipped to ``[1 - clip, 1 + clip_high]`` (``clip_high``
+    defaults to ``clip``), reduced by ``aggregate(per_token, mask)`` (default: summed over tokens).
 
     ``advantages`` is per sequence; ``ref_logprobs`` adds ``kl`` times the k3 estimator of
-    KL(policy || reference). Returns ``(loss_sum, stats)`` with stats summed over tokens.
+    KL(policy || reference). Returns ``(loss, stats)`` with stats (the loss too) summed over tokens.
     """
     import torch
 
+    high = clip if clip_high is None else clip_high
     ratio = torch.exp(logprobs - old_logprobs)
     adv = advantages.unsqueeze(1)
-    per_token = -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - clip, 1 + clip) * adv)
-    stats = {"clip_frac": (((ratio - 1).abs() > clip).float() * mask).sum().detach()}
+    per_token = -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - clip, 1 + high) * adv)
+    stats = {"clip_frac": (((ratio < 1 - clip) | (ratio > 1 + high)).float() * mask).sum().detach()}
     if ref_logprobs is not None:
         log_ratio = ref_logprobs - logprobs
         k3 = torch.exp(log_ratio) - log_ratio - 1
         per_token = per_token + kl * k3
         stats["kl"] = (k3 * mask).sum().detach()
-    return (per_token * mask).sum(), stats
+    stats["loss"] = token_sum(per_token, mask).detach()  # the reported loss is a token mean, whatever the aggregation
+    return aggregate(per_token, mask), stats
+
+
+def _constant(progress: float, floor: float) -> float:
+    return 1.0
+
+
+def _linear(progress: float, floor: float) -> float:
+    return floor + (1 - floor) * (1 - progress)
+
+
+def _cosine(progress: float, floor: float) -> float:
+    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+#: ``lr_schedule`` options, by name: the lr multiplier at ``progress`` in [0, 1) of the steps after warmup
+SCHEDULES: dict[str, Callable[[float, float], float]] = {"constant": _constant, "linear": _linear, "cosine": _cosine}
+
+
+def lr_multiplier(config: PolicyConfig, step: int, total: int | None) -> float:
+    """The factor on ``lr`` for the agent's ``step``-th update step (0-based) of ``total``."""
+    if step < config.warmup_steps:
+        return (step + 1) / (config.warmup_steps + 1)
+    progress = (step - config.warmup_steps) / max(1, (total or 0) - config.warmup_steps)
+    return SCHEDULES[config.lr_schedule](min(progress, 1.0), config.min_lr_ratio)
 
 
 class PolicyGradient:
@@ -88,19 +173,28 @@ class PolicyGradient:
         self.group = ctx.group
         self.params = [p for p in self.agent.parameters() if p.requires_grad]
         self.optim = torch.optim.AdamW(self.params, lr=config.lr, weight_decay=config.weight_decay)
+        self.aggregation = LOSS_AGGREGATIONS[config.loss_aggregation]
+        # the schedule runs over the run's steps; steps_done is checkpointed (save_state)
+        self.total = getattr(getattr(ctx.spec, "run", None), "steps", None)
+        self.steps_done = 0
+        if config.lr_schedule != "constant" and self.total is None:
+            raise ConfigError(f"optimizer: lr_schedule = {config.lr_schedule!r} needs the run's length (run.steps)")
         if config.kl > 0:
             self.agent.freeze_reference()
 
     def step(self, rollout: Rollout, rewards: Sequence[Sequence[float]]) -> dict[str, float]:
         import torch
 
-        cfg, batch, group = self.config, rollout.batch, self.group
+        cfg, batch, group, aggregate = self.config, rollout.batch, self.group, self.aggregation
+        lr = cfg.lr * lr_multiplier(cfg, self.steps_done, self.total)
+        for param_group in self.optim.param_groups:
+            param_group["lr"] = lr
         n_train = len(rewards[0])
         r = torch.tensor(rewards, dtype=torch.float32)
         adv = self.advantages(r).flatten()
         rows = torch.tensor([p * rollout.n + s for p in range(len(rewards)) for s in range(n_train)])
         mask_all = batch.completion_mask
-        totals = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "entropy": 0.0}
+        totals = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "entropy": 0.0}  # summed over tokens
         norms, n_tokens_seen, n_active, nonfinite = [], 0.0, 0, False
         for _ in range(cfg.epochs):
             # The agent's own RNG stream (corl.runtime.rng): seeded by the run, saved in checkpoints.
@@ -110,9 +204,9 @@ class PolicyGradient:
                 # Without KL, a sample with zero advantage adds exactly zero loss: skip its compute.
                 active = mb if cfg.kl > 0 else mb[adv[mb].abs() > 1e-8]
                 n_active += len(active)
-                # token mean over the whole minibatch (over every rank of the group)
-                tokens, group_active = group.sum([mask_all[rows[mb]].sum(), len(active)])
-                tokens = max(tokens, 1.0)
+                # the loss_aggregation's denominator, over the whole minibatch (over every rank of the group)
+                tokens, sequences, group_active = group.sum([mask_all[rows[mb]].sum(), len(mb), len(active)])
+                denominator = max(aggregate.denominator(tokens, sequences, cfg.loss_constant), 1.0)
                 if group_active == 0:
                     continue
                 micros = list(active.split(cfg.micro_batch_size)) if len(active) else []
@@ -130,16 +224,16 @@ class PolicyGradient:
                     if cfg.kl > 0:
                         with torch.no_grad():
                             ref, _ = self.agent.token_logprobs(batch, sel, reference=True)
-                    loss, stats = clipped_loss(logp, batch.old_logprobs[sel], adv[micro], mask, cfg.clip, ref, cfg.kl)
+                    loss, stats = clipped_loss(logp, batch.old_logprobs[sel], adv[micro], mask, cfg.clip, ref, cfg.kl,
+                                               cfg.epsilon_high, aggregate.numerator)
                     if not torch.isfinite(loss):
                         nonfinite = True
                         if group.size == 1:
                             break
                     # (in a group, a non-finite loss still goes backward: the passes are collective; no update follows)
-                    (loss / tokens).backward()
+                    (loss / denominator).backward()
                     if nonfinite:
                         continue
-                    totals["loss"] += float(loss.detach())
                     totals["entropy"] += float((entropy * mask).sum())
                     for k, val in stats.items():
                         totals[k] += float(val)
@@ -163,8 +257,9 @@ class PolicyGradient:
         out["active_fraction"] = n_active / (len(rows) * cfg.epochs)  # samples with a learning signal
         out["frac_reward_zero_std"] = float((r.std(dim=1) <= ZERO_STD).float().mean())  # groups with no signal
         out["nonfinite"] = float(nonfinite)
+        out["lr"] = lr
+        self.steps_done += 1
         return out
-
 
     def _idle_pass(self, batch, rows) -> None:
         """A forward and backward pass that adds nothing: a sharded agent's rank with no micro-batch
@@ -190,6 +285,7 @@ class PolicyGradient:
         state["state"] = {k: {n: t.to_local() if hasattr(t, "to_local") else t for n, t in s.items()}
                           for k, s in state["state"].items()}
         torch.save(state, Path(path) / self._state_file())
+        (Path(path) / "schedule.json").write_text(json.dumps({"steps_done": self.steps_done}))
 
     def load_state(self, path: str) -> None:
         import torch
@@ -205,6 +301,8 @@ class PolicyGradient:
                 s.update({n: DTensor.from_local(t, p.device_mesh, p.placements, run_check=False, shape=p.shape,
                                                 stride=p.stride()) for n, t in s.items() if t.shape == p.to_local().shape})
         self.optim.load_state_dict(state)
+        schedule = Path(path) / "schedule.json"  # absent in checkpoints from before schedules: no step counted
+        self.steps_done = json.loads(schedule.read_text())["steps_done"] if schedule.exists() else 0
 
 
 def grpo(config: GRPOConfig, ctx) -> PolicyGradient:

@@ -51,4 +51,6 @@ def to_dict(spec: RunSpec) -> dict[str, Any]:
         "eval": attrs.asdict(spec.eval),
         **{name: attrs.asdict(config) for name, config in spec.sections.items()},
         **({"observers": {c.type: attrs.asdict(c.config) for c in spec.observers}} if spec.observers else {}),
+        # absent without shaping, so the recipes of earlier checkpoints still compare equal
+        **({"shaping": [component(t.term, name=t.name, weight=t.weight) for t in spec.shaping]} if spec.shaping else {}),
     }))

@@ -1,7 +1,7 @@
 """The recipe's shape: the core sections as frozen attrs classes, and the validated ``RunSpec``.
 
 A component table (``[task]``, ``[topology]``, ``[voting]``, each agent's own table and its
-``sampler`` / ``optimizer``) picks a registered component by ``type``; its other keys are that
+``sampler`` / ``optimizer``, each ``[[shaping]]`` entry) picks a registered component by ``type``; its other keys are that
 component's config class. Plugins add their own top-level sections (``registry.add_section``).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -17,15 +17,24 @@ H = "help"
 
 
 def _output_template(value: str) -> None:
+    if not value.strip():
+        raise ValueError("give a folder (the default is runs/{name})")
     try:
         value.format(name="x")
     except (KeyError, IndexError, ValueError):
         raise ValueError("the only placeholder allowed is {name}; write {{ and }} for braces") from None
 
 
+def _run_name(instance, attribute, value: str) -> None:
+    """A run name becomes a folder name (``runs/{name}``): one non-empty path component."""
+    if not value.strip() or value in (".", "..") or any(c in value for c in "/\\") or not value.isprintable():
+        raise ValueError("a run name is one folder name (not empty, no '/' or '\\', not '.' or '..')")
+
+
 @attrs.frozen
 class RunSection:
-    name: str = attrs.field(default="corl", metadata={H: "run name; used in the default output dir"})
+    name: str = attrs.field(default="corl", validator=_run_name, metadata={
+        H: "run name; used in the default output dir (a folder name: no '/')"})
     steps: int = attrs.field(default=40, validator=attrs.validators.ge(0), metadata={H: "training steps"})
     seed: int = attrs.field(default=0, metadata={H: "seed of data order, sampling and tie-breaks"})
     prompts_per_step: int = attrs.field(default=32, validator=attrs.validators.ge(1),
@@ -36,6 +45,9 @@ class RunSection:
                                metadata={H: "torch CPU threads (0: all cores)"})
     supervised: bool = attrs.field(default=False, metadata={
         H: "declare the run supervised: required for (and only allowed with) a router that reads labels"})
+    protocol: Literal["held_out", "test_time"] = attrs.field(default="held_out", metadata={
+        H: "held_out: train on the task's train split, evaluate on its eval split; test_time: train label-free "
+           "on the very prompts that are evaluated (TTRL's protocol; their labels only score the evaluations)"})
     observers: tuple[str, ...] = attrs.field(default=("console", "jsonl", "tensorboard", "checkpoint"),
                                              metadata={H: "observer plugins to attach, by name"})
     plugins: tuple[str, ...] = attrs.field(default=(), metadata={
@@ -89,6 +101,15 @@ class VotingSpec:
 
 
 @attrs.frozen
+class ShapingSpec:
+    """One ``[[shaping]]`` entry: a reward term and its weight; ``name`` labels its metric."""
+
+    name: str
+    weight: float
+    term: ComponentSpec
+
+
+@attrs.frozen
 class RunSpec:
     run: RunSection
     task: ComponentSpec
@@ -98,6 +119,7 @@ class RunSpec:
     eval: EvalSection
     source: str = ""
     observers: tuple[ComponentSpec, ...] = ()  # [observers.NAME] tables: configured observers (attached too)
+    shaping: tuple[ShapingSpec, ...] = ()  # [[shaping]]: reward terms added to the router's rewards
     sections: Mapping[str, Any] = attrs.field(factory=dict)  # plugin-declared sections, e.g. the hf backend's [zoo]
 
     @property

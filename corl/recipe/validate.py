@@ -14,8 +14,17 @@ from typing import Any
 
 from corl.errors import ConfigError
 from corl.plugins import CORE_SECTIONS, Registry
-from corl.protocols import RouterTraits, traits
-from corl.recipe.schema import DEFAULT_TYPES, AgentSpec, ComponentSpec, EvalSection, RunSection, RunSpec, VotingSpec
+from corl.protocols import RecipeFacts, RouterTraits, traits
+from corl.recipe.schema import (
+    DEFAULT_TYPES,
+    AgentSpec,
+    ComponentSpec,
+    EvalSection,
+    RunSection,
+    RunSpec,
+    ShapingSpec,
+    VotingSpec,
+)
 from corl.recipe.structure import Errors, convert, join, structure
 from corl.types import NoConfig
 
@@ -43,6 +52,8 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
     topology = _component(registry, "router", data.get("topology"), "topology", errors)
     aggregator, n_votes, n_train = _voting(registry, data.get("voting", {}), errors)
     agents, raw_agents = _agents(registry, data.get("agents"), errors)
+    if task is not None and None not in own.values():
+        _check_agents(registry, task, agents, raw_agents, own, errors)
     if topology is not None and run is not None:
         _check_router(router_traits(registry, topology), topology, run, agents, len(raw_agents), errors)
     if run is not None:
@@ -52,10 +63,13 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
                                                   f"{', '.join(registry.names('observer'))}{registry.hint()}")
         _check_plugins(run.plugins, distributions, registry, errors)
     observers = _observer_tables(registry, data.get("observers", {}), errors)
+    if run is not None:
+        _check_untabled_observers(registry, run.observers, {c.type for c in observers}, data.get("observers"), errors)
+    shaping = _shaping(registry, data.get("shaping", []), run, errors)
     if errors:
         raise ConfigError(*errors)
     return RunSpec(run=run, task=task, agents=tuple(agents), voting=VotingSpec(aggregator, n_votes, n_train),
-                   topology=topology, eval=ev, source=source, observers=observers, sections=own)
+                   topology=topology, eval=ev, source=source, observers=observers, shaping=shaping, sections=own)
 
 
 def router_traits(registry: Registry, topology: ComponentSpec) -> RouterTraits:
@@ -81,6 +95,22 @@ def _check_router(declared: RouterTraits, topology: ComponentSpec, run: RunSecti
     if run.supervised and not declared.supervised:
         errors.add("run.supervised", f"true, but topology {topology.type!r} is label-free; "
                                      "set it to false or use a supervised router (ground_truth)")
+
+
+def _check_agents(registry: Registry, task: ComponentSpec, agents: list[AgentSpec], raw_agents: list[Any],
+                  sections: Mapping[str, Any], errors: Errors) -> None:
+    """Each agent's own cross-checks (:class:`~corl.protocols.AgentTraits`) against the task's
+    declared splits (:class:`~corl.protocols.TaskTraits`) and the plugin sections."""
+    declared = traits("task", task.factory) if task.factory is not None else registry.get("task", task.type).traits
+    facts = RecipeFacts(task.type, lambda split: declared.missing_split(task.config, split) if declared.missing_split
+                        else None, sections)
+    index = {raw["name"]: i for i, raw in enumerate(raw_agents) if isinstance(raw, Mapping)
+             and isinstance(raw.get("name"), str)}
+    for agent in agents:
+        spec = agent.agent
+        checks = traits("agent", spec.factory) if spec.factory is not None else registry.get("agent", spec.type).traits
+        for key, message in checks.check(spec.config, facts) if checks.check else ():
+            errors.add(join(f"agents[{index[agent.name]}]", key), message)
 
 
 def _voting(registry: Registry, data: Any, errors: Errors) -> tuple[ComponentSpec | None, int | None, int | None]:
@@ -143,7 +173,7 @@ def _component(registry: Registry, kind: str, data: Any, path: str, errors: Erro
     if not isinstance(data, Mapping):
         errors.add(path, f"expected a table, got {data!r}")
         return None
-    name = data.get(type_key, DEFAULT_TYPES[kind])
+    name = data.get(type_key, DEFAULT_TYPES.get(kind))
     if isinstance(name, str) and ":" in name:
         return _import_path_component(name, data, join(path, type_key), errors, (type_key, *skip))
     if not isinstance(name, str) or not registry.has(kind, name):
@@ -189,6 +219,52 @@ def _observer_tables(registry: Registry, data: Any, errors: Errors) -> tuple[Com
         config = structure(registry.get("observer", name).config_cls, body, join("observers", name), errors)
         if config is not None:
             out.append(ComponentSpec(name, config))
+    return tuple(out)
+
+
+def _check_untabled_observers(registry: Registry, names: tuple[str, ...], configured: set[str], tables: Any,
+                              errors: Errors) -> None:
+    """An observer named in ``run.observers`` without an ``[observers.NAME]`` table is built with its
+    config class's defaults: a required setting must be given in a table."""
+    for name in names:
+        if name in configured or (isinstance(tables, Mapping) and name in tables) or not registry.has("observer", name):
+            continue
+        found = Errors()
+        structure(registry.get("observer", name).config_cls, {}, join("observers", name), found)
+        for problem in found:
+            errors.append(f"{problem} (observer {name!r} is attached by run.observers; give its settings in "
+                          f"[observers.{name}])")
+
+
+def _shaping(registry: Registry, data: Any, run: RunSection | None, errors: Errors) -> tuple[ShapingSpec, ...]:
+    """``[[shaping]]``: reward terms beside the peer reward, each with a ``weight`` (and a ``name``
+    for its metric, the type by default). A term that reads labels needs a run declared supervised."""
+    if not isinstance(data, list) or not all(isinstance(x, Mapping) for x in data):
+        errors.add("shaping", f"expected [[shaping]] tables, got {data!r}")
+        return ()
+    out, seen = [], {}
+    for i, raw in enumerate(data):
+        path = f"shaping[{i}]"
+        if "type" not in raw:
+            errors.add(f"{path}.type", f"missing; available: {', '.join(registry.names('shaping'))}")
+            continue
+        term = _component(registry, "shaping", raw, path, errors, skip=("weight", "name"))
+        weight = convert(float, raw.get("weight", 1.0), f"{path}.weight", errors)
+        name = raw.get("name", raw["type"])
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            errors.add(f"{path}.name", f"expected a name of letters, digits, '_', '-' or '.', got {name!r}")
+        elif name in seen:
+            errors.add(f"{path}.name", f"{name!r} is also shaping[{seen[name]}]'s name; give one of them a "
+                                       "name = \"...\" of its own")
+        else:
+            seen[name] = i
+        if term is None or weight is None:
+            continue
+        declared = traits("shaping", term.factory) if term.factory else registry.get("shaping", term.type).traits
+        if declared.needs_labels and run is not None and not run.supervised:
+            errors.add(f"{path}.type", f"{term.type!r} rewards with ground-truth labels, which a label-free run never "
+                                       "reads; drop it, or declare a supervised baseline (run.supervised = true)")
+        out.append(ShapingSpec(name, weight, term))
     return tuple(out)
 
 

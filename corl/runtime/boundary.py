@@ -1,5 +1,5 @@
-"""Checks at the boundary between the run and a component: what a sampler, an aggregator, a router
-or an optimizer returns is checked for shape, type and finiteness where it comes back, and a
+"""Checks at the boundary between the run and a component: what a sampler, an aggregator, a router,
+a shaping term or an optimizer returns is checked for shape, type and finiteness where it comes back, and a
 violation is one line naming the component and its plugin (:class:`corl.errors.PluginError`,
 exit status 2), not a traceback deep inside the next component.
 """
@@ -39,9 +39,20 @@ def check_labels(labels: Any, votes: Sequence[Sequence[Vote]], agent: str, who: 
         if not isinstance(label, PseudoLabel):
             raise PluginError(f"{who} returned {type(label).__name__} for prompt {p} of agent {agent!r}; "
                               "expected a corl.PseudoLabel")
+        if not _hashable(label.answer):  # votes are grouped and compared by answer
+            raise PluginError(f"{who} returned a pseudo-label answer of type {type(label.answer).__name__} for prompt "
+                              f"{p} of agent {agent!r}; answers must be hashable (a str, a number, a tuple, ...)")
         if not (isinstance(label.share, numbers.Real) and 0.0 <= label.share <= 1.0):
             raise PluginError(f"{who} returned a pseudo-label share of {label.share!r} (prompt {p}, agent {agent!r}); "
                               "expected a number in [0, 1]")
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def check_rewards(rewards: Any, votes: Mapping[str, Sequence[Sequence[Vote]]], who: str) -> set[str]:
@@ -81,3 +92,23 @@ def check_update(metrics: Any, who: str) -> dict[str, float]:
         raise PluginError(f"{who} returned {type(metrics).__name__} from step(); expected a dict of metric "
                           "names to numbers")
     return {k: float(v) for k, v in metrics.items()}
+
+
+def check_shaping(values: Any, rollout: Rollout, who: str) -> list[list[float]]:
+    """A shaping term's values: one finite real number per completion of the rollout. A term is
+    arithmetic on a completion; a NaN or a wrong shape is a bug in it, stopped here, by name."""
+    n = rollout.n
+    if not isinstance(values, Sequence) or len(values) != len(rollout.texts):
+        raise PluginError(f"{who} returned {_count(values)} rows of values, expected one per prompt "
+                          f"({len(rollout.texts)}) of agent {rollout.agent!r}")
+    out = []
+    for p, row in enumerate(values):
+        if not isinstance(row, Sequence) or len(row) != n:
+            raise PluginError(f"{who} returned {_count(row)} values for prompt {p} of agent {rollout.agent!r}, "
+                              f"expected one per sample ({n})")
+        for s, value in enumerate(row):
+            if not isinstance(value, numbers.Real) or not math.isfinite(value):
+                raise PluginError(f"{who} returned {value!r} (agent {rollout.agent!r}, prompt {p}, sample {s}); "
+                                  "expected a finite number")
+        out.append([float(x) for x in row])
+    return out

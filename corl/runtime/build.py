@@ -100,6 +100,29 @@ class Builder:
         return router
 
 
+@attrs.define
+class ShapingSlot:
+    """A built ``[[shaping]]`` term with its entry (name, weight), whether it may read labels, and
+    how messages name it."""
+
+    spec: Any
+    term: Any
+    needs_labels: bool
+    who: str
+
+
+def shaping_terms(spec: RunSpec, registry: Registry, build: Builder, ctx: Context) -> list[ShapingSlot]:
+    """The recipe's ``[[shaping]]`` terms, built. Only a term whose factory declares ``needs_labels``
+    is handed labels (validation allows one only in a run declared supervised)."""
+    out = []
+    for s in spec.shaping:
+        component = registry.get("shaping", s.term.type) if s.term.factory is None else None
+        declared = component.traits if component else traits("shaping", s.term.factory)
+        who = f"shaping {s.name!r} ({s.term.type!r}, {f'plugin {component.plugin}' if component else 'import path'})"
+        out.append(ShapingSlot(s, build("shaping", s.term, ctx), declared.needs_labels, who))
+    return out
+
+
 def observers(spec: RunSpec, registry: Registry, ctx: Context, is_writer: bool) -> list[tuple[str, Any]]:
     """The observers to attach: ``run.observers`` and every ``[observers.NAME]`` table. Observers
     report for the whole run from rank 0; an ``every_rank`` one (the final export) runs on each."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from corl.protocols import Agent, Aggregator, AnswerVerifier, Sampler
@@ -20,8 +20,10 @@ def votes_of(rollout: Rollout, verifier: AnswerVerifier) -> list[list[Vote]]:
 
 
 def evaluate(agent: Agent, sampler: Sampler, verifier: AnswerVerifier, prompts: Sequence[Prompt],
-             aggregator: Aggregator, k: int, temperature: float) -> tuple[dict[str, float], list[Any]]:
-    """Score ``agent`` on labeled ``prompts``; maj@k votes through ``aggregator``.
+             aggregator: Aggregator, k: int, temperature: float,
+             check: Callable[[], None] = lambda: None) -> tuple[dict[str, float], list[Any]]:
+    """Score ``agent`` on labeled ``prompts``; maj@k votes through ``aggregator``. ``check`` is
+    called between the stretches of work (a run's :meth:`~corl.types.StopToken.check`).
 
     Returns the scores and the agent's greedy answers (for cohort diagnostics).
     """
@@ -29,7 +31,9 @@ def evaluate(agent: Agent, sampler: Sampler, verifier: AnswerVerifier, prompts: 
         return {}, []
 
     greedy = sampler.sample(agent, prompts, 1, greedy=True)
+    check()
     sampled = sampler.sample(agent, prompts, k, temperature=temperature)
+    check()
     votes = votes_of(sampled, verifier)  # each answer extracted once
     hits = [[v.answer is not None and verifier.equivalent(v.answer, p.label) for v in vs]
             for p, vs in zip(prompts, votes)]
@@ -57,11 +61,13 @@ def evaluate_run(run, step: int) -> dict[str, dict[str, float]]:
         return {}
     local = {}
     for slot in run.agents:
+        run.stop.check()
         if run.layout.owns(slot.name):
             # common random numbers: the same draw at every evaluation (corl.runtime.rng.fixed)
             with fixed(stream_seed(run.spec.run.seed, f"{slot.name}/eval")):
                 scores = evaluate(slot.agent, slot.sampler, run.verifier, run.eval_prompts,
-                                  run.aggregator, run.spec.eval.k, run.spec.eval.temperature)
+                                  run.aggregator, run.spec.eval.k, run.spec.eval.temperature,
+                                  check=run.stop.check)
             local[slot.name] = scores if run.layout.leads(slot.name) else None
         else:
             local[slot.name] = None
@@ -70,5 +76,5 @@ def evaluate_run(run, step: int) -> dict[str, dict[str, float]]:
     answers = {name: per_rank[0][1] for name, per_rank in gathered.items()}
     cohort = pairwise(answers, run.verifier, [p.label for p in run.eval_prompts])
     run.state.evals[step], run.state.cohorts[step] = results, cohort
-    run.pm.hook.corl_on_eval_end(run=run.view, step=step, results=results, cohort=cohort)
+    run.notify("corl_on_eval_end", step=step, results=results, cohort=cohort)
     return results

@@ -13,6 +13,9 @@ from typing import Any
 
 import attrs
 
+from corl.errors import TrainingError
+from corl.runtime import checkpoint
+
 #: consecutive steps a symptom must last before it is reported
 PATIENCE = 5
 
@@ -64,3 +67,20 @@ class Health:
     def from_json(cls, health: Mapping[str, Any], nonfinite: Mapping[str, int]) -> Health:
         return cls(streaks={(a, b): v for a, b, v in health["streaks"]}, warned={tuple(k) for k in health["warned"]},
                    warnings=list(health["warnings"]), nonfinite=dict(nonfinite))
+
+
+def watch(run, step: int, metrics: Mapping[str, Mapping[str, float]]) -> None:
+    """Warn ``run`` about collapse and collusion; count skipped (non-finite) updates and stop after
+    ``run.max_nonfinite`` in a row for one agent."""
+    health = run.state.health
+    for message in health.check(step, metrics, run.spec.run.prompts_per_step):
+        run.warn(message)
+    for name, streak in health.count_nonfinite(metrics).items():
+        run.warn(f"step {step}: agent {name!r}: non-finite loss, gradients or rewards; update skipped "
+                f"({streak} in a row)")
+        if streak >= run.spec.run.max_nonfinite:
+            last = checkpoint.latest(run.checkpoint_root)
+            raise TrainingError(
+                f"agent {name!r}: non-finite loss, gradients or rewards in {streak} consecutive steps (up to step "
+                f"{step}); stopping. Last checkpoint: {last or 'none'}. Lower that agent's optimizer.lr or raise "
+                "run.max_nonfinite")

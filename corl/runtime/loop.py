@@ -16,19 +16,21 @@ from typing import Any
 
 import attrs
 
+from corl import logs
 from corl import recipe as recipe_mod
-from corl.errors import CorlError, Interrupted, TrainingError
-from corl.plugins import Registry, build_registry, distributions, make_plugin_manager, register
+from corl.errors import CorlError, Interrupted, Stopping
+from corl.plugins import Registry, build_registry, call_hook, distributions, make_plugin_manager, register
 from corl.protocols import Aggregator, RewardRouter, Task
-from corl.runtime import checkpoint, distributed, process, snapshot
-from corl.runtime.build import AgentSlot, Builder, check_given, observers
+from corl.runtime import checkpoint, distributed, folder, interrupts, process, snapshot
+from corl.runtime.build import AgentSlot, Builder, check_given, observers, shaping_terms
 from corl.runtime.evaluation import evaluate_run
+from corl.runtime.metrics import run_summary
 from corl.runtime.rng import AgentStreams
 from corl.runtime.state import DataOrder, RunState
 from corl.runtime.step import train_step
 from corl.runtime.verify import BoundedVerifier
 from corl.runtime.view import RunView
-from corl.types import Context, StepMetrics
+from corl.types import Context, StepMetrics, StopToken
 
 
 class Run:
@@ -50,11 +52,14 @@ class Run:
         self.layout = layout or distributed.layout_for(spec)
         self.layout.hint = lambda: (f"last checkpoint: {checkpoint.latest(self.checkpoint_root) or 'none'}; "
                                     "continue with the same launch command and --resume")
-        self.start_step, self._checkpointed = 0, -1
+        self.start_step, self.completed, self.checkpointed_step = 0, 0, -1  # steps done / saved
+        self.stop, self.phase = StopToken(), "while building the run"  # SIGINT / SIGTERM; where the run is
         self.pm = pm or make_plugin_manager(plugins)
         self.registry: Registry = build_registry(self.pm)
         self.output_dir = spec.output_dir
-        self.log = log or print
+        # messages go to the `corl` logger (corl.logs), or all to ``log`` when one is given
+        self.log = log or logs.logger.info
+        self.warn = log or logs.logger.warning
         self.agents: list[AgentSlot] = []
         self.state = RunState(DataOrder.seeded(spec.run.seed))
         self.view = RunView(self)
@@ -103,18 +108,21 @@ class Run:
         process.seed_everything(spec.run.seed)
         process.return_large_blocks()
         torch.set_num_threads(spec.run.threads or os.cpu_count() or 1)
-        ctx = Context(spec=spec, seed=spec.run.seed, log=self.log)
+        ctx = Context(spec=spec, seed=spec.run.seed, log=self.log, stop=self.stop)
         self._name("task", spec.task)
         self.task = self._given["task"] or build("task", spec.task, ctx)
         self.verifier = BoundedVerifier(self.task.verifier, spec.run.answer_timeout)
-        self.train = list(self.task.split("train"))
-        if len(self.train) < spec.run.prompts_per_step:
-            raise CorlError(f"task: the train split has {len(self.train)} prompts, fewer than run.prompts_per_step "
-                            f"({spec.run.prompts_per_step})")
         held_out = list(self.task.split("eval"))
         if spec.eval.size > len(held_out):
             raise CorlError(f"eval.size: {spec.eval.size} exceeds the task's eval split ({len(held_out)} prompts)")
         self.eval_prompts = held_out[: spec.eval.size]
+        # test_time (TTRL): the evaluated prompts are the unlabeled training prompts; no label is used to train
+        test_time = spec.run.protocol == "test_time"
+        self.train = list(self.eval_prompts) if test_time else list(self.task.split("train"))
+        if len(self.train) < spec.run.prompts_per_step:
+            where = "eval.size (the test-time training prompts) is" if test_time else "the train split has"
+            raise CorlError(f"task: {where} {len(self.train)} prompts, fewer than run.prompts_per_step "
+                            f"({spec.run.prompts_per_step})")
         ctx = attrs.evolve(ctx, task=self.task)
         for a in spec.agents:
             if not layout.owns(a.name):  # held by other ranks
@@ -122,6 +130,7 @@ class Run:
             if len(layout.members[a.name]) > spec.run.prompts_per_step:
                 raise CorlError(f"agent {a.name!r} has {len(layout.members[a.name])} ranks but run.prompts_per_step "
                                 f"is {spec.run.prompts_per_step}: every rank needs at least one prompt")
+            self.phase = f"while building agent {a.name!r}"
             actx = attrs.evolve(ctx, agent_name=a.name, group=layout.group(a.name))
             agent = build("agent", a.agent, actx)
             actx = attrs.evolve(actx, agent=agent)
@@ -134,8 +143,11 @@ class Run:
         self._name("router", spec.topology)
         self.aggregator = self._given["aggregator"] or build("aggregator", spec.voting.aggregator, ctx)
         self.router = self._given["router"] or build.router(spec, ctx)
+        self.shaping = shaping_terms(spec, self.registry, build, ctx)
+        self.phase = "while building the run"
         for name, observer in observers(spec, self.registry, ctx, layout.is_writer):
             register(self.pm, observer, f"observer:{name}")
+            self._who["observer", name] = f"observer {name!r} (plugin {self.registry.get('observer', name).plugin})"
         # Seed again once everything is built: whether a model was built or read from a cache
         # must not change the RNG stream the run samples from.
         process.seed_everything(spec.run.seed)
@@ -150,29 +162,34 @@ class Run:
             text = f"{kind} {component.type!r} (plugin {self.registry.get(kind, component.type).plugin})"
         self._who[kind, agent] = f"agent {agent!r}'s {text}" if agent else text
 
-    # -- one step, health, evaluation -----------------------------------------------------------
+    # -- one step, evaluation -------------------------------------------------------------------
 
     def step(self, step: int) -> StepMetrics:
         return train_step(self, step)
 
-    def watch_health(self, step: int, metrics: Mapping[str, Mapping[str, float]]) -> None:
-        """Warn about collapse and collusion; count skipped (non-finite) updates and stop after
-        ``run.max_nonfinite`` in a row for one agent."""
-        health = self.state.health
-        for message in health.check(step, metrics, self.spec.run.prompts_per_step):
-            self.log(message)
-        for name, streak in health.count_nonfinite(metrics).items():
-            self.log(f"step {step}: agent {name!r}: non-finite loss, gradients or rewards; update skipped "
-                     f"({streak} in a row)")
-            if streak >= self.spec.run.max_nonfinite:
-                last = checkpoint.latest(self.checkpoint_root)
-                raise TrainingError(
-                    f"agent {name!r}: non-finite loss, gradients or rewards in {streak} consecutive steps (up to step "
-                    f"{step}); stopping. Last checkpoint: {last or 'none'}. Lower that agent's optimizer.lr or raise "
-                    "run.max_nonfinite")
+    def evaluate(self, step: int, final: bool = False) -> dict[str, dict[str, float]]:
+        """Score every agent on the held-out prompts. A one-process run abandons an evaluation on a
+        signal (it is redone on resume); in a several-process run every rank finishes it first."""
+        self.phase = (f"during the final evaluation (after step {step})" if final else
+                      f"during the evaluation after step {step}" if step else "during the evaluation before step 1")
+        with self.stop.abandonable(self.layout.world_size == 1):
+            return evaluate_run(self, step)
 
-    def evaluate(self, step: int) -> dict[str, dict[str, float]]:
-        return evaluate_run(self, step)
+    # -- hooks ------------------------------------------------------------------------------------
+
+    def notify(self, hook: str, **kwargs: Any) -> list[Any]:
+        """Call ``hook`` on every plugin with this run's view; a plugin that raises is named."""
+        return call_hook(self.pm, hook, self._plugin_named, run=self.view, **kwargs)
+
+    def _plugin_named(self, name: str) -> str:
+        observer = name.removeprefix("observer:")
+        return self._who.get(("observer", observer), f"plugin {name!r}")
+
+    def _notify_failed(self, error: BaseException) -> None:
+        try:
+            self.notify("corl_on_run_failed", error=error)
+        except CorlError as exc:  # the error that stopped the run is the one to report
+            self.log(f"while stopping: {exc}")
 
     # -- checkpoints (corl.runtime.snapshot) --------------------------------------------------------
 
@@ -182,7 +199,9 @@ class Run:
 
     def checkpoint(self, step: int) -> Path:
         path = snapshot.save(self, step)
-        self._checkpointed = step
+        self.checkpointed_step = step
+        if self.layout.is_writer:
+            self.log(f"step {step}: checkpoint {path}")
         return path
 
     def restore(self, path: Path) -> int:
@@ -193,83 +212,73 @@ class Run:
     def execute(self) -> dict[str, Any]:
         """Build everything, evaluate, train ``run.steps`` steps, evaluate, and return the summary.
 
-        With ``resume``, continue from the newest complete checkpoint in the output dir.
+        With ``resume``, continue from the newest complete checkpoint in the output dir. SIGINT /
+        SIGTERM anywhere stop the run with its completed steps saved (:class:`Interrupted`).
         """
         started = time.perf_counter()
-        layout = self.layout
-        found = checkpoint.latest(self.checkpoint_root, clean=layout.is_writer) if self.resume else None
-        resume_from = layout.share(found, "finding the checkpoint to resume")  # rank 0's view, on every rank
-        if resume_from is not None:
-            snapshot.check_compatible(self.spec, resume_from, self.force)  # before any model loads
-        elif not self.resume and checkpoint.list_complete(self.checkpoint_root):
-            newest = checkpoint.list_complete(self.checkpoint_root)[-1]
-            raise CorlError(f"{self.output_dir} holds checkpoints of an earlier run (newest {newest.name}); continue it "
-                            "with --resume, or set run.output_dir to a new folder")
-        self.output_dir.mkdir(parents=True, exist_ok=True)
-        if layout.is_writer:
-            (self.output_dir / "recipe.json").write_text(json.dumps(recipe_mod.to_dict(self.spec), indent=2))
-            # where the recipe came from: relative data paths resolve against it when resuming from the run dir
-            (self.output_dir / "recipe.source").write_text(str(Path(self.spec.source).resolve()) if self.spec.source
-                                                            and not self.spec.source.startswith("<") else "")
-        self.setup()
-        if resume_from is not None:
-            self.start_step = self.restore(resume_from)
-            self.log(f"resuming from {resume_from} (step {self.start_step})")
-        elif self.resume:
-            self.log(f"no checkpoint in {self.checkpoint_root}; starting from step 0")
-        steps, every, ckpt_every = self.spec.run.steps, self.spec.eval.every, self.spec.run.checkpoint_every
-        try:
-            with process.StopOnSignal() as stop, self.verifier.armed():
-                self.pm.hook.corl_on_run_start(run=self.view)
-                if self.start_step == 0:
-                    self.evaluate(0)
-                for step in range(self.start_step + 1, steps + 1):
-                    self.step(step)
-                    process.fault("step", step, layout.rank)
-                    if every and step % every == 0 and step != steps and self.stop_reason is None:
-                        self.evaluate(step)
-                    if ckpt_every and step % ckpt_every == 0:
-                        self.checkpoint(step)
-                    # a signal on any rank stops every rank after the same step
-                    flags = layout.everyone((stop.signal, self.stop_reason), f"step {step}: checking for signals")
-                    signum = next((s for s, _ in flags if s), None)
-                    if signum is not None:
-                        path = self.checkpoint(step) if self._checkpointed != step else self.checkpoint_root
-                        raise Interrupted(signum, step, path)
-                    requested = next((r for _, r in flags if r), None)
-                    if requested is not None:  # every rank stops after the same step
-                        self.stop_reason, self.stopped_at = requested, step
-                        self.log(f"step {step}: stopping early: {requested}")
-                        break
-                last = self.stopped_at or steps
-                if last and (last not in self.evals or self.start_step < last):
-                    self.evaluate(last)
-        except BaseException as exc:
-            # Observers must close their files (and flush their logs) even when the run stops early.
-            self.pm.hook.corl_on_run_failed(run=self.view, error=exc)
-            layout.close(wait=False)  # another rank may be gone: do not wait for it
-            raise
-        summary = self.summary(time.perf_counter() - started)
-        if layout.is_writer:
-            (self.output_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-        self.pm.hook.corl_on_run_end(run=self.view, summary=summary)
-        layout.close()
+        resume_from = folder.open_for(self)  # refuses to write over an earlier run
+        with process.StopOnSignal(self.stop):
+            try:
+                with self.stop.abandonable():  # building (a warm-start) may be abandoned: nothing is trained yet
+                    self.setup()
+            except Stopping as stop:
+                raise interrupts.stopped(self, stop.signum) from None
+            if resume_from is not None:
+                self.start_step = self.completed = self.checkpointed_step = self.restore(resume_from)
+                self.log(f"resuming from {resume_from} (step {self.start_step})")
+            elif self.resume:
+                self.log(f"no checkpoint in {self.checkpoint_root}; starting from step 0")
+            try:
+                with self.verifier.armed():
+                    self.notify("corl_on_run_start")
+                    self._train()
+            except BaseException as exc:
+                if isinstance(exc, Stopping):  # an evaluation abandoned: save what was trained
+                    exc = interrupts.stopped(self, exc.signum)
+                # Observers must close their files (and flush their logs) even when the run stops early.
+                self._notify_failed(exc)
+                self.layout.close(wait=False)  # another rank may be gone: do not wait for it
+                if isinstance(exc, Interrupted):
+                    raise exc from None
+                raise
+            summary = run_summary(self, time.perf_counter() - started)
+            if self.layout.is_writer:
+                (self.output_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+            self.notify("corl_on_run_end", summary=summary)  # the final save: not abandoned once begun
+            self.layout.close()
+        if self.stop.signal is not None:  # it came during the final save, which finished first
+            raise Interrupted(self.stop.signal, f"at the end of the run (step {self.completed}): the run had finished "
+                                                f"and its outputs were saved first in {self.output_dir}")
         return summary
 
-    def summary(self, seconds: float) -> dict[str, Any]:
-        agents: dict[str, Any] = {}
-        steps = sorted(self.evals)
-        for name in self.spec.agent_names():  # every agent, wherever it ran
-            if not steps:
-                agents[name] = {}
-                continue
-            best = max(steps, key=lambda s: (self.evals[s][name].get("pass@1", 0.0), -s))
-            agents[name] = {"before": self.evals[steps[0]][name], "after": self.evals[steps[-1]][name],
-                            "best": self.evals[best][name], "best_step": best}
-        return {"name": self.spec.run.name, "steps": self.spec.run.steps, "seconds": round(seconds, 2),
-                "stopped_at": self.stopped_at, "stop_reason": self.stop_reason,
-                "eval_prompts": len(self.eval_prompts), "eval_k": self.spec.eval.k, "agents": agents,
-                "warnings": self.warnings}
+    def _train(self) -> None:
+        """Evaluate, train step after step (checkpointing, evaluating), then the final evaluation."""
+        steps, ckpt_every = self.spec.run.steps, self.spec.run.checkpoint_every
+        if self._eval_due(self.start_step) and self.start_step not in self.evals:  # (an interrupted one, resumed)
+            self.evaluate(self.start_step)
+        for step in range(self.start_step + 1, steps + 1):
+            self.phase = f"during step {step}"
+            self.step(step)
+            self.completed = step
+            process.fault("step", step, self.layout.rank)
+            requested = interrupts.exchange(self, step)  # a signal on any rank stops every rank here
+            if self._eval_due(step) and requested is None:
+                self.evaluate(step)
+            if ckpt_every and step % ckpt_every == 0:
+                self.checkpoint(step)
+            if self._eval_due(step) or (ckpt_every and step % ckpt_every == 0):
+                interrupts.exchange(self, step)  # one that came during them
+            if requested is not None:  # every rank stops after the same step
+                self.stop_reason, self.stopped_at = requested, step
+                self.log(f"step {step}: stopping early: {requested}")
+                break
+        last = self.stopped_at or steps
+        if last and (last not in self.evals or self.start_step < last):
+            self.evaluate(last, final=True)
+
+    def _eval_due(self, step: int) -> bool:
+        every = self.spec.eval.every
+        return step == 0 or bool(every and step % every == 0 and step != self.spec.run.steps)
 
 
 def prepare(recipe: str | Path | Mapping[str, Any] | recipe_mod.RunSpec, overrides: Sequence[str] = (), *,

@@ -58,3 +58,20 @@ def mode_share(answers: Sequence[Any]) -> float:
         if a is not None:
             counts[a] = counts.get(a, 0) + 1
     return max(counts.values(), default=0) / max(len(answers), 1)
+
+
+def run_summary(run, seconds: float) -> dict[str, Any]:
+    """What ``summary.json`` holds: each agent's scores before, after and at its best evaluation."""
+    agents: dict[str, Any] = {}
+    evals, steps = run.evals, sorted(run.evals)
+    for name in run.spec.agent_names():  # every agent, wherever it ran
+        if not steps:
+            agents[name] = {}
+            continue
+        best = max(steps, key=lambda s: (evals[s][name].get("pass@1", 0.0), -s))
+        agents[name] = {"before": evals[steps[0]][name], "after": evals[steps[-1]][name],
+                        "best": evals[best][name], "best_step": best}
+    return {"name": run.spec.run.name, "steps": run.spec.run.steps, "seconds": round(seconds, 2),
+            "stopped_at": run.stopped_at, "stop_reason": run.stop_reason,
+            "eval_prompts": len(run.eval_prompts), "eval_k": run.spec.eval.k, "agents": agents,
+            "warnings": run.warnings}

@@ -7,6 +7,8 @@ import random
 import signal
 from typing import Any
 
+from corl.types import StopToken
+
 
 def seed_everything(seed: int) -> None:
     """Python's, NumPy's and torch's global RNGs (the agents draw from their own streams, corl.runtime.rng)."""
@@ -37,11 +39,18 @@ def return_large_blocks() -> None:
 
 
 class StopOnSignal:
-    """Turn SIGINT / SIGTERM into a flag the loop checks after each step (main thread only)."""
+    """SIGINT / SIGTERM ask ``token`` for a stop (:class:`corl.types.StopToken`) instead of raising
+    where they land (main thread only). The run abandons builds and evaluations at the token's
+    check points and otherwise stops at its next safe point; a repeated signal never interrupts
+    the saving of completed steps (SIGKILL does, and loses the steps since the last checkpoint)."""
 
-    def __init__(self) -> None:
-        self.signal: int | None = None
+    def __init__(self, token: StopToken) -> None:
+        self.token = token
         self._previous: dict[int, Any] = {}
+
+    @property
+    def signal(self) -> int | None:
+        return self.token.signal
 
     def __enter__(self) -> StopOnSignal:
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -52,9 +61,15 @@ class StopOnSignal:
         return self
 
     def _handle(self, signum, frame) -> None:
-        if self.signal is not None:  # a second signal: stop now
-            raise KeyboardInterrupt
-        self.signal = signum
+        self.token.request(signum)
+        name = signal.Signals(signum).name
+        note = (f"corl: {name}: stopping; completed steps are saved first\n" if self.token.count == 1 else
+                f"corl: {name} again: still stopping; completed steps are saved first (SIGKILL would lose the "
+                "steps since the last checkpoint)\n")
+        try:
+            os.write(2, note.encode())  # not print: the handler may run while stderr is mid-write
+        except OSError:
+            pass
 
     def __exit__(self, *exc) -> None:
         for sig, handler in self._previous.items():

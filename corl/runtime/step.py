@@ -1,4 +1,4 @@
-"""One Co-RL step, top to bottom: sample, extract, exchange, vote, route, update, measure, observe.
+"""One Co-RL step, top to bottom: sample, extract, exchange, vote, route (+ shaping), update, measure, observe.
 
 Everything goes through the protocols (:mod:`corl.protocols`) and the layout (:mod:`corl.runtime.
 distributed`); nothing here names a built-in component or branches on where agents run.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 import time
 
+from corl.runtime import health, shaping
 from corl.runtime.boundary import check_labels, check_rewards, check_rollout, check_update
 from corl.runtime.distributed import merge_shards
 from corl.runtime.evaluation import votes_of
@@ -23,6 +24,7 @@ def train_step(run, step: int) -> StepMetrics:
     prompts = [run.train[i] for i in run.state.order.take(spec.run.prompts_per_step, len(run.train))]
 
     # 1. Each agent this process holds samples its shard of the prompts; each answer is a vote.
+    #    Shaping terms ([[shaping]]) score the completions here, where their texts are.
     rollouts, local_votes, local = {}, {}, {}
     for slot in run.agents:
         t0 = time.perf_counter()
@@ -31,14 +33,18 @@ def train_step(run, step: int) -> StepMetrics:
             rollout = slot.sampler.sample(slot.agent, shard, n_votes)
         check_rollout(rollout, shard, n_votes, run.who("sampler", slot.name))
         timeouts = verifier.timeouts
-        rollouts[slot.name], local_votes[slot.name] = rollout, votes_of(rollout, verifier)
+        rollouts[slot.name] = rollout
+        agent_votes = votes_of(rollout, verifier)
+        local_votes[slot.name] = (agent_votes, shaping.score(run, rollout, agent_votes))
         local[slot.name] = {"time/sample": time.perf_counter() - t0,
                             "verify_timeouts": float(verifier.timeouts - timeouts),  # past run.answer_timeout
                             "completion_length": statistics.fmean(x for ls in rollout.lengths for x in ls)}
 
-    # 2. Every rank gets every agent's votes, so every rank votes and routes identically.
-    votes = {name: merge_shards(shards)
-             for name, shards in layout.gather(local_votes, f"step {step}: exchanging votes").items()}
+    # 2. Every rank gets every agent's votes (and shaping values), so every rank votes and routes identically.
+    exchanged = layout.gather(local_votes, f"step {step}: exchanging votes")
+    votes = {name: merge_shards([v for v, _ in shards]) for name, shards in exchanged.items()}
+    terms = {name: {t.name: merge_shards([values[t.name] for _, values in shards]) for t in spec.shaping}
+             for name, shards in exchanged.items()}
 
     # 3. Vote: each agent's answers become its pseudo-labels.
     t0 = time.perf_counter()
@@ -48,9 +54,11 @@ def train_step(run, step: int) -> StepMetrics:
         check_labels(labels[name], agent_votes, name, run.who("aggregator"))
 
     # 4. Route: whose pseudo-label rewards whom. Ground truth only in a run declared supervised.
+    #    Then each shaping term, times its weight, is added to the peer reward of every completion.
     truth = [p.label for p in prompts]
-    rewards = run.router.route(votes, labels, verifier, run.aggregator, truth if spec.run.supervised else None)
-    nonfinite_rewards = check_rewards(rewards, votes, run.who("router"))
+    peer = run.router.route(votes, labels, verifier, run.aggregator, truth if spec.run.supervised else None)
+    nonfinite_rewards = check_rewards(peer, votes, run.who("router"))
+    rewards = shaping.add(peer, terms, {t.name: t.weight for t in spec.shaping})
     route_time = (time.perf_counter() - t0) / len(votes)
 
     # 5. Update each trained agent held here on its first n_train samples per prompt, then let its
@@ -59,7 +67,7 @@ def train_step(run, step: int) -> StepMetrics:
         m, t0 = local[slot.name], time.perf_counter()
         if slot.optimizer is not None and slot.name in nonfinite_rewards:
             m["nonfinite"] = 1.0
-            run.log(f"step {step}: agent {slot.name!r}: {run.who('router')} gave a non-finite reward; update skipped")
+            run.warn(f"step {step}: agent {slot.name!r}: {run.who('router')} gave a non-finite reward; update skipped")
         elif slot.optimizer is not None:  # a frozen agent (a judge) votes but is not trained
             train_rewards = [r[:n_train] for r in layout.shard(slot.name, rewards[slot.name])]
             with run.stream(slot.name):
@@ -73,11 +81,12 @@ def train_step(run, step: int) -> StepMetrics:
                for name, per_rank in layout.gather(local, f"step {step}: exchanging metrics").items()}
     for name, m in metrics.items():
         m["time/vote_route"] = route_time
-        m.update(vote_metrics(votes[name], labels[name], rewards[name], truth, verifier, n_train))
-    run.watch_health(step, metrics)
+        m.update(vote_metrics(votes[name], labels[name], peer[name], truth, verifier, n_train))  # the peer reward
+        m.update(shaping.metrics(terms[name], rewards[name], n_train))
+    health.watch(run, step, metrics)
 
     # 7. Observers (console, metrics.jsonl, tensorboard, early stop, ...).
     result = StepMetrics(step=step, agents=metrics, seconds=time.perf_counter() - start)
     run.state.history.append({"step": step, "seconds": result.seconds, "agents": metrics})
-    run.pm.hook.corl_on_step_end(run=run.view, step=step, metrics=result)
+    run.notify("corl_on_step_end", step=step, metrics=result)
     return result

@@ -14,16 +14,44 @@ In a ``conftest.py``: ``pytest_plugins = ["corl.testing"]``. Then:
   source text and found through entry points, as ``pip install`` would, so that loading,
   allow-lists and broken packages can be tested (the ``broken_plugin`` fixture is one whose
   import fails);
+* :func:`fails_naming`: the block must fail the way a user should see your plugin fail, one line
+  (a :class:`corl.PluginError`, exit status 2) that names it;
 * :data:`TINY` and :func:`tiny_for`: overrides that shrink a shipped recipe to seconds;
   :func:`outcome`: a finished run's summary, metrics and final weights without timings, to compare
   two runs exactly.
+
+Testing your plugin's failure paths (a ``tests/test_failures.py`` of a plugin package)::
+
+    import corl
+    from corl.testing import fails_naming, fake_recipe, run_tiny
+
+    class Shouty:  # a router that breaks the contract: one reward per prompt, not per sample
+        def route(self, votes, labels, verifier, aggregator, truth=None):
+            return {name: [[1.0] for _ in rows] for name, rows in votes.items()}
+
+    class MyPlugin:
+        @corl.hookimpl
+        def corl_register_components(self, registry):
+            registry.add("router", "shouty", lambda config, ctx: Shouty(), corl.NoConfig)
+
+    def test_a_broken_router_is_named(tmp_path):
+        with fails_naming("router 'shouty'") as failure:
+            run_tiny(tmp_path, fake_recipe(**{"topology.type": "shouty"}), plugins=[MyPlugin()])
+        assert "expected one per sample" in str(failure.error)
+
+    def test_a_plugin_that_fails_to_import_is_skipped_and_named(broken_plugin):
+        from corl.plugins import build_registry, make_plugin_manager
+
+        registry = build_registry(make_plugin_manager())  # every other plugin still loads
+        assert "ImportError" in registry.failed["corl_broken_example"]
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,14 +122,45 @@ def _toml(value: Any) -> str:
 
 
 def run_tiny(output_dir: str | Path, recipe: Mapping[str, Any] | str | Path | None = None,
-             overrides: Sequence[str] = (), plugins: Sequence[Any] = (), **components: Any) -> dict[str, Any]:
+             overrides: Sequence[str] = (), plugins: Sequence[Any] = (), *, resume: bool = False,
+             force: bool = False, **components: Any) -> dict[str, Any]:
     """Run ``recipe`` (default :func:`fake_recipe`) into ``output_dir`` with ``plugins`` registered for
-    this run only (and :class:`FakePlugin`); returns the summary."""
+    this run only (and :class:`FakePlugin`); returns the summary. ``resume`` and ``force`` are
+    ``corl run``'s ``--resume`` and ``--force``."""
     from corl.runtime import run
 
     recipe = fake_recipe() if recipe is None else recipe
     return run(recipe, [*overrides, f"run.output_dir={json.dumps(str(output_dir))}"],
-               plugins=[FakePlugin(), *plugins], **components)
+               plugins=[FakePlugin(), *plugins], resume=resume, force=force, **components)
+
+
+@attrs.define
+class Failure:
+    """What :func:`fails_naming` caught: ``error`` (a :class:`corl.PluginError`)."""
+
+    error: Any = None
+
+
+@contextlib.contextmanager
+def fails_naming(plugin: str) -> Iterator[Failure]:
+    """``with fails_naming("my-plugin") as failure: run_tiny(...)``: the block must raise a
+    :class:`corl.PluginError` whose message is one line naming ``plugin`` (any text the message
+    should hold: a plugin name, ``"router 'shouty'"``); ``failure.error`` is that error. Any other
+    exception propagates as it is, so a raw traceback from your plugin shows as one."""
+    from corl.errors import PluginError
+
+    failure = Failure()
+    try:
+        yield failure
+    except PluginError as exc:
+        message = str(exc)
+        if plugin not in message:
+            raise AssertionError(f"the PluginError does not name {plugin!r}: {message}") from exc
+        if "\n" in message:
+            raise AssertionError(f"the PluginError is not one line: {message!r}") from exc
+        failure.error = exc
+        return
+    raise AssertionError(f"no PluginError naming {plugin!r} was raised")
 
 
 def context(*, agent_name: str = "a", task: Any = None, agent: Any = None, seed: int = 0,
@@ -184,6 +243,6 @@ if pytest is not None:
 
 __all__ = [
     "BROKEN_PLUGIN", "TINY", "TINY_REAL", "TINY_TASK", "FakeAgent", "FakeAgentConfig", "FakeOptimizer",
-    "FakeOptimizerConfig", "FakePlugin", "FakeSampler", "base_recipe", "context", "fake_recipe",
+    "FakeOptimizerConfig", "FakePlugin", "FakeSampler", "Failure", "base_recipe", "context", "fails_naming", "fake_recipe",
     "install_plugin", "outcome", "run_tiny", "tiny_for", "uninstall_plugin",
 ]

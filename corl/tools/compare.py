@@ -56,14 +56,16 @@ def _run_stats(run_dir: Path) -> dict[str, Any]:
 
 
 def compare(recipes: Sequence[str], seeds: Sequence[int], out: Path, overrides: Sequence[str] = (),
-            log: Callable[[str], None] = print, claims: str | Path | None = None,
+            log: Callable[[str], None] | None = None, claims: str | Path | None = None,
             run: bool = True) -> dict[str, Any]:
     """Run (or with ``run=False`` only tabulate) every recipe x seed; ``claims`` is a claims file
     (:mod:`corl.tools.claims`) whose verdicts go into the results and the report."""
     from corl.errors import CorlError
+    from corl.logs import logger
     from corl.recipe import differences, to_dict
     from corl.runtime import Run, prepare
 
+    say = log or logger.info
     names = [Path(r).stem for r in recipes]
     clash = sorted({n for n in names if names.count(n) > 1})
     if clash:
@@ -89,9 +91,9 @@ def compare(recipes: Sequence[str], seeds: Sequence[int], out: Path, overrides: 
     for name, seed in order if run else ():
         spec, pm, run_dir = specs[name, seed]
         if (run_dir / "summary.json").exists():
-            log(f"{name} seed {seed}: done before, reusing {run_dir}")
+            say(f"{name} seed {seed}: done before, reusing {run_dir}")
             continue
-        log(f"{name} seed {seed}: running -> {run_dir}")
+        say(f"{name} seed {seed}: running -> {run_dir}")
         Run(spec, pm=pm, log=log, resume=True).execute()  # an interrupted run continues from its checkpoint
 
     results: dict[str, Any] = {"seeds": list(seeds), "overrides": list(overrides), "recipes": {}, "not_run": []}
@@ -99,10 +101,10 @@ def compare(recipes: Sequence[str], seeds: Sequence[int], out: Path, overrides: 
         done = [seed for seed in seeds if (specs[name, seed][2] / "summary.json").exists()]
         if not done:  # only when tabulating without running
             results["not_run"].append(name)
-            log(f"{name}: no seed finished; left out of the table")
+            say(f"{name}: no seed finished; left out of the table")
             continue
         if len(done) < len(seeds):
-            log(f"{name}: tabulating seeds {done} only; {sorted(set(seeds) - set(done))} not finished")
+            say(f"{name}: tabulating seeds {done} only; {sorted(set(seeds) - set(done))} not finished")
         runs = [_run_stats(specs[name, seed][2]) for seed in done]
         results["eval_k"] = runs[0]["eval_k"]
         agents: dict[str, Any] = {}

@@ -4,7 +4,6 @@ score or compare its agents on the task."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from corl.errors import CorlError
@@ -37,7 +36,7 @@ def _build_for_inspection(args, extra: list[str]):
             if (final / agent["name"]).is_dir():  # the trained weights, read by the same agent type
                 agent.update(model=str(final / agent["name"]))
     pm, spec = prepare(data, [*overrides, "run.observers=[]", "run.steps=0", *extra], source=source)
-    run = Run(spec, pm=pm, log=lambda msg: print(msg, file=sys.stderr))
+    run = Run(spec, pm=pm)
     run.setup()
     return run
 

@@ -24,6 +24,7 @@ COMPONENT_TABLES = (
     ("optimizer", "agents[i].optimizer"),
     ("aggregator", "[voting] (besides n_votes, n_train)"),
     ("router", "[topology]"),
+    ("shaping", "[[shaping]] (besides weight, name)"),
 )
 
 
@@ -65,9 +66,18 @@ def render(registry: Registry) -> str:
               "| `ranks` | a list (an integer each) | `[]` | several processes: the ranks that serve this agent "
               "(several: an hf agent is sharded over them with FSDP2); empty: equal blocks of ranks "
               "(docs/scale-out.md) |", ""]
+    lines += ["## [[shaping]]", "", "Reward terms beside the peer reward: each completion's reward is the router's "
+              "plus each term's value times its weight. The label-free metrics and health checks read the peer reward; "
+              "`shaped_reward_mean` / `_std` and `shaping/<name>` report the rest. A term that reads labels "
+              "(`needs_labels`) needs `run.supervised = true`.", "", *header,
+              "| `type` | a string | required | shaping term, see below |",
+              "| `weight` | a number | `1.0` | multiplies the term's value (negative: a penalty becomes a bonus) |",
+              "| `name` | a string | the type | names the term's metric `shaping/<name>` (two terms of one type need "
+              "names) |", ""]
     for kind, where in COMPONENT_TABLES:
+        default = f"default `{DEFAULT_TYPES[kind]}`" if kind in DEFAULT_TYPES else "required"
         lines += [f"## {kind} components: {where}", "",
-                  f"`type` picks one (default `{DEFAULT_TYPES[kind]}`); its keys sit beside `type`.", ""]
+                  f"`type` picks one ({default}); its keys sit beside `type`.", ""]
         for c in registry:
             if c.kind != kind:
                 continue

@@ -108,6 +108,18 @@ def test_the_shipped_vllm_recipes_validate(recipe):
     assert "ok: 3 agents" in out.stdout
 
 
+def test_the_shipped_vllm_recipe_keeps_float32_master_weights():
+    """AdamW at lr 1e-6 on bf16 weights loses the small updates (docs/real-models.md): float32
+    weights, bf16 autocast matmuls, bf16 engines."""
+    import tomllib
+    from pathlib import Path
+
+    recipe = tomllib.loads((Path(__file__).resolve().parents[2] / "recipes/real/three_families_vllm.toml").read_text())
+    for agent in recipe["agents"]:
+        assert (agent["dtype"], agent["sample_dtype"], agent["train_dtype"]) == ("float32", "bfloat16", "bfloat16")
+        assert agent["sampler"]["dtype"] == "bfloat16" and agent["optimizer"]["lr"] <= 1e-5
+
+
 def stub_agent(name="stub"):
     """Enough of an hf agent for the checks that run before any model loads."""
     return types.SimpleNamespace(name=name, tokenizer=None, encode=None, weights=None, device=None,
@@ -241,7 +253,7 @@ def test_engine_sampling_uses_the_agents_stream(engines, task, cache_dir):
 
 def test_the_cores_version_ranges_admit_the_engines_pins():
     """vLLM 0.33 pins torch 2.14.0 and transformers <5.21, SGLang 0.5.23 torch 2.14.1 and transformers
-    5.19: `pip install corl corl-vllm` must resolve."""
+    5.19: `pip install co-rl corl-vllm` must resolve."""
     import tomllib
     from pathlib import Path
 
@@ -254,5 +266,5 @@ def test_the_cores_version_ranges_admit_the_engines_pins():
         assert deps["torch"].contains(torch_pin) and deps["transformers"].contains(transformers_pin)
     for plugin, engine in (("corl-vllm", "vllm"), ("corl-sglang", "sglang")):
         meta = tomllib.loads((root / "plugins" / plugin / "pyproject.toml").read_text())["project"]
-        assert {Requirement(r).name for r in meta["dependencies"]} == {"corl", engine}
+        assert {Requirement(r).name for r in meta["dependencies"]} == {"co-rl", engine}
         assert meta["entry-points"]["corl"] == {engine: plugin.replace("-", "_")}

@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2] / "corl"
 CONTRACT = {"corl.types", "corl.protocols", "corl.hookspecs", "corl.errors"}
 #: what a built-in may import from the core besides the contract
-HOST_HELPERS = {"corl", "corl.plugins", "corl.atomic", "corl.sandbox"}
+HOST_HELPERS = {"corl", "corl.plugins", "corl.atomic", "corl.sandbox", "corl.logs"}
 
 
 def module_name(path: Path) -> str:

@@ -46,3 +46,36 @@ def test_the_fake_components_are_registered_like_any_plugin():
     registry = build_registry(make_plugin_manager([FakePlugin()], autoload=False))
     assert [(c.kind, c.name) for c in registry if c.name == "fake"] == [("agent", "fake"), ("optimizer", "fake"),
                                                                        ("sampler", "fake")]
+
+
+def test_fails_naming_checks_what_a_user_sees_when_a_plugin_breaks(tmp_path):
+    import pytest
+
+    from corl.errors import PluginError
+    from corl.testing import fails_naming
+
+    with fails_naming("my-plugin") as failure:
+        raise PluginError("plugin 'my-plugin': corl_on_step_end raised ValueError: x")
+    assert isinstance(failure.error, PluginError)
+    with pytest.raises(AssertionError, match="does not name 'my-plugin'"), fails_naming("my-plugin"):
+        raise PluginError("plugin 'other': ...")
+    with pytest.raises(AssertionError, match="no PluginError naming 'my-plugin' was raised"), fails_naming("my-plugin"):
+        pass
+    with pytest.raises(ValueError), fails_naming("my-plugin"):  # a raw error stays a raw error
+        raise ValueError("deep inside")
+
+
+def test_the_kits_failure_path_example_runs_as_written(tmp_path, broken_plugin, monkeypatch):
+    """The example in corl.testing's docstring, run as a plugin author would."""
+    import textwrap
+
+    import corl.testing
+    from corl.plugins import ALLOW_ENV, AUTOLOAD_ENV
+
+    monkeypatch.delenv(AUTOLOAD_ENV, raising=False)
+    monkeypatch.delenv(ALLOW_ENV, raising=False)
+    example = textwrap.dedent(corl.testing.__doc__.split("::\n", 1)[1])
+    namespace = {}
+    exec(compile(example, "corl.testing example", "exec"), namespace)
+    namespace["test_a_broken_router_is_named"](tmp_path)
+    namespace["test_a_plugin_that_fails_to_import_is_skipped_and_named"](broken_plugin)

@@ -12,7 +12,7 @@ Importing this module is cheap: torch and transformers load inside the factories
 
 from __future__ import annotations
 
-from corl.builtin.hf.config import HFAgentConfig, HFSamplerConfig, HFVisionAgentConfig, ZooConfig
+from corl.builtin.hf.config import HFAgentConfig, HFSamplerConfig, HFVisionAgentConfig, ZooConfig, zoo_needs_seed
 from corl.plugins import hookimpl
 
 
@@ -38,6 +38,11 @@ def make_vision_sampler(config: HFSamplerConfig, ctx=None):
     from corl.builtin.hf.vision import VisionSampler
 
     return VisionSampler(config, ctx)
+
+
+# Traits (corl.protocols.AgentTraits): validation refuses a zoo: model on a task without a seed split.
+make_agent.check = zoo_needs_seed
+make_vision_agent.check = zoo_needs_seed
 
 
 @hookimpl

@@ -17,7 +17,18 @@ from pathlib import Path
 
 from corl.builtin.hf import lora, sharding, sources, zoo
 from corl.builtin.hf.batch import SampleBatch
-from corl.builtin.hf.common import check_special_tokens, frozen_copy, load, load_weights, save_weights
+from corl.builtin.hf.common import (
+    capped_texts,
+    check_fits,
+    check_special_tokens,
+    context_limit,
+    frozen_copy,
+    load,
+    load_weights,
+    measure,
+    save_loadable,
+    save_weights,
+)
 from corl.builtin.hf.config import HFAgentConfig, zoo_config_for
 from corl.builtin.hf.forward import hidden_states
 from corl.builtin.hf.prompts import format_prompts
@@ -30,17 +41,28 @@ class HFAgent:
 
     def __init__(self, config: HFAgentConfig, ctx):
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # corl draws its own progress
         self.name, self.config = ctx.agent_name, config
+        self.longest = None  # the task's longest prompt in this agent's tokens (common.measure)
         who = f"agent {self.name!r}"
 
-        def build_zoo(name: str):
+        examples = None
+        if config.model.startswith("zoo:") and ctx.task is not None:
             seed = ctx.task.split("seed")
             examples = [(p.text, str(p.label) if p.solution is None else p.solution) for p in seed]
-            return zoo.resolve(name, examples, zoo_config_for(config, ctx.section("zoo")), log=ctx.log)
+            # a zoo model's tokenizer and context are known before its warm-start: check the prompts first
+            self.tokenizer, self.context = zoo.build_tokenizer(zoo.chars_for(examples)), zoo.MAX_POSITIONS
+            self.longest = measure(self, ctx.task, self.context)
+            check_fits(who, self.longest, self.context)
+
+        def build_zoo(name: str):
+            if examples is None:
+                raise CorlError(f"model {config.model!r}: a zoo model needs the run's task to warm-start on")
+            return zoo.resolve(name, examples, zoo_config_for(config, ctx.section("zoo")), log=ctx.log,
+                               check=ctx.stop.check)
 
         try:
             source = sources.resolve(config.model, log=ctx.log, zoo_builder=build_zoo)
@@ -49,6 +71,11 @@ class HFAgent:
         dtype, remote = getattr(torch, config.dtype), config.trust_remote_code
         self.tokenizer = load(who, config.model, source,
                               lambda: AutoTokenizer.from_pretrained(source, trust_remote_code=remote))
+        self.context = context_limit(load(who, config.model, source, lambda: AutoConfig.from_pretrained(
+            source, trust_remote_code=remote)))
+        if self.longest is None:  # before the weights load: a prompt too long for the model costs no load
+            self.longest = measure(self, ctx.task, self.context)
+        check_fits(who, self.longest, self.context)
         self._load = lambda: load(who, config.model, source, lambda: AutoModelForCausalLM.from_pretrained(
             source, dtype=dtype, trust_remote_code=remote).to(config.device))
         check_special_tokens(self.tokenizer, config.pad_token, who, config.model)
@@ -86,11 +113,21 @@ class HFAgent:
                                         cfg.system_prompt, who=f"agent {self.name!r}")
         return self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=special)
 
-    def token_counts(self, prompts: Sequence[Prompt]) -> list[int]:
-        """Each prompt's length in tokens, as :meth:`encode` makes it (no padding)."""
+    def token_counts(self, prompts: Sequence[Prompt], limit: int | None = None) -> list[int]:
+        """Each prompt's length in tokens, as :meth:`encode` makes it (no padding). With ``limit``, a
+        prompt surely longer than that is counted only so far (``capped_texts``): its count is > limit."""
+        texts = [p.text for p in prompts]
+        capped = capped_texts(self.tokenizer, texts, limit)
+        counts = self._count(capped)
+        unsure = [i for i, (c, t) in enumerate(zip(capped, texts)) if len(c) < len(t) and counts[i] <= limit]
+        for i, n in zip(unsure, self._count([texts[i] for i in unsure]) if unsure else ()):
+            counts[i] = n  # a tokenizer whose tokens span more than its vocabulary says (an unknown-word token)
+        return counts
+
+    def _count(self, texts: Sequence[str]) -> list[int]:
         cfg = self.config
-        texts, special = format_prompts(self.tokenizer, [p.text for p in prompts], cfg.prompt_format,
-                                        cfg.prompt_template, cfg.system_prompt, who=f"agent {self.name!r}")
+        texts, special = format_prompts(self.tokenizer, texts, cfg.prompt_format, cfg.prompt_template,
+                                        cfg.system_prompt, who=f"agent {self.name!r}")
         return [len(ids) for ids in self.tokenizer(texts, add_special_tokens=special)["input_ids"]]
 
     def parameters(self):
@@ -199,7 +236,8 @@ class HFAgent:
         return [(n, p) for n, p in named if lora.is_adapter(n)] if self.adapters is not None else named
 
     def save_state(self, path: str) -> None:
-        """Every rank of a sharded agent writes its own shard; otherwise ``model.safetensors``."""
+        """Every rank of a sharded agent writes its own shard; otherwise ``model.safetensors`` (and,
+        beside it, what ``from_pretrained`` needs: an intermediate checkpoint loads like an export)."""
         if self.sharded:
             sharding.save_shards(self._trained(), path, self.group.rank, self.group.size)
         elif self.adapters is not None:
@@ -209,6 +247,7 @@ class HFAgent:
             save_file({n: p.detach().contiguous() for n, p in self._trained()}, str(Path(path) / "adapters.safetensors"))
         else:
             save_weights(self.model, path)
+            save_loadable(self.model, self.tokenizer, path)
 
     def load_state(self, path: str) -> None:
         if self.sharded:

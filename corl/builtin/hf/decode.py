@@ -12,7 +12,7 @@ def warpers(cfg) -> list:
 
 
 def decode(model, ids, mask, n: int, max_new_tokens: int, temp: float, greedy: bool, warpers, eos: int, pad: int,
-            stop=None):
+            stop=None, check=lambda: None):
     """N samples for each of a batch of left-padded prompts, with a KV cache.
 
     Each prompt is prefilled once and its cache repeated ``n`` times (``generate`` prefills every
@@ -21,9 +21,11 @@ def decode(model, ids, mask, n: int, max_new_tokens: int, temp: float, greedy: b
     sampling-time log-probs from the raw logits at ``temp`` (top-k / top-p shape what is drawn,
     never the recorded log-prob), and the mask of each row's own tokens, up to and including the
     EOS or stop-string token that ended it. One step's ``[rows, vocab]`` logits exist at a time.
+    ``check()`` runs before every forward pass (a run's stop: :class:`corl.types.StopToken`).
     """
     import torch
 
+    check()
     params = _forward_params(model)
     cache_key = "cache" if "cache" in params else "past_key_values"
     positions = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding; GPT-2 needs them explicit
@@ -54,6 +56,7 @@ def decode(model, ids, mask, n: int, max_new_tokens: int, temp: float, greedy: b
             done = done | stop(torch.stack(tokens, 1))
         if t == max_new_tokens - 1 or bool(done.all()):
             break
+        check()
         mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
         last = last + 1
         out = model(input_ids=token[:, None], attention_mask=mask, position_ids=last, use_cache=True,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from corl.builtin.hf.batch import rollout
-from corl.builtin.hf.common import check_length, serves
+from corl.builtin.hf.common import check_length, sampler_key, serves
 from corl.builtin.hf.config import HFSamplerConfig
 from corl.builtin.hf.decode import StopAt, decode, warpers
 from corl.types import Prompt, Rollout
@@ -22,10 +22,11 @@ class HFSampler:
     def __init__(self, config: HFSamplerConfig, ctx=None):
         self.config = config
         self._stops: dict[int, StopAt] = {}
+        self.check = ctx.stop.check if ctx is not None else (lambda: None)  # a run's stop, per decode step
         if ctx is not None and ctx.agent is not None:
             serves(ctx, "hf", text=True)
             if ctx.task is not None:
-                check_length(ctx.agent, ctx.task, config.max_new_tokens)
+                check_length(ctx.agent, ctx.task, config.max_new_tokens, key=sampler_key(ctx))
 
     def sample(self, agent, prompts: Sequence[Prompt], n: int, *, greedy: bool = False,
                temperature: float | None = None) -> Rollout:
@@ -44,7 +45,8 @@ class HFSampler:
             for start in range(0, len(prompts), per_call):
                 ids = enc["input_ids"][start:start + per_call]
                 am = enc["attention_mask"][start:start + per_call]
-                pieces.append(decode(model, ids, am, n, cfg.max_new_tokens, temp, greedy, shape, eos, pad, stop))
+                pieces.append(decode(model, ids, am, n, cfg.max_new_tokens, temp, greedy, shape, eos, pad, stop,
+                                     check=self.check))
         width = max(c.shape[1] for c, _, _ in pieces)
         pad_to = lambda t, value=0: torch.nn.functional.pad(t, (0, width - t.shape[1]), value=value)
         completion = torch.cat([pad_to(c, pad) for c, _, _ in pieces])

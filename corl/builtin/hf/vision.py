@@ -17,11 +17,14 @@ import attrs
 from corl.builtin.hf import vision_zoo
 from corl.builtin.hf.batch import SampleBatch, rollout
 from corl.builtin.hf.common import (
+    capped_texts,
     check_length,
     check_special_tokens,
     frozen_copy,
     load,
     load_weights,
+    sampler_key,
+    save_loadable,
     save_weights,
     serves,
 )
@@ -59,7 +62,8 @@ class VisionAgent:
         source = config.model
         if source.startswith("zoo:"):
             zoo_config = zoo_config_for(config, ctx.section("zoo"))
-            source = str(vision_zoo.resolve(source[4:], ctx.task.split("seed"), zoo_config, log=ctx.log))
+            source = str(vision_zoo.resolve(source[4:], ctx.task.split("seed"), zoo_config, log=ctx.log,
+                                            check=ctx.stop.check))
         remote, errors = config.trust_remote_code, (OSError, ValueError, ImportError)
         self.processor = load(who, config.model, source,
                               lambda: AutoProcessor.from_pretrained(source, trust_remote_code=remote), errors)
@@ -89,8 +93,11 @@ class VisionAgent:
     def parameters(self):
         return self.model.parameters()
 
-    def token_counts(self, prompts: Sequence[Prompt]) -> list[int]:
-        """Each prompt's length in tokens, image tokens included (no padding)."""
+    def token_counts(self, prompts: Sequence[Prompt], limit: int | None = None) -> list[int]:
+        """Each prompt's length in tokens, image tokens included (no padding); with ``limit``, a text
+        surely longer than that is counted only so far (its count is then > limit)."""
+        texts = capped_texts(self.tokenizer, [p.text for p in prompts], limit)
+        prompts = [attrs.evolve(p, text=t) if t is not p.text else p for p, t in zip(prompts, texts)]
         return [len(ids) for ids in encode_prompts(self.processor, prompts, self.chat)[0]]
 
     def freeze_reference(self) -> None:
@@ -131,6 +138,7 @@ class VisionAgent:
 
     def save_state(self, path: str) -> None:
         save_weights(self.model, path)
+        save_loadable(self.model, self.processor, path)  # an intermediate checkpoint loads with from_pretrained
 
     def load_state(self, path: str) -> None:
         load_weights(self.model, path)
@@ -141,12 +149,13 @@ class VisionSampler:
 
     def __init__(self, config: HFSamplerConfig, ctx=None):
         self.config = config
+        self.check = ctx.stop.check if ctx is not None else (lambda: None)  # between generate calls
         if config.stop:
             raise CorlError("sampler 'hf_vision': stop strings are not supported; leave sampler.stop empty")
         if ctx is not None and ctx.agent is not None:
             serves(ctx, "hf_vision", text=False)
             if ctx.task is not None:
-                check_length(ctx.agent, ctx.task, config.max_new_tokens, shortlist=8)
+                check_length(ctx.agent, ctx.task, config.max_new_tokens, shortlist=8, key=sampler_key(ctx))
 
     def sample(self, agent: VisionAgent, prompts: Sequence[Prompt], n: int, *, greedy: bool = False,
                temperature: float | None = None) -> Rollout:
@@ -161,6 +170,7 @@ class VisionSampler:
         pieces = []
         with torch.no_grad():
             for start in range(0, len(prompt_ids), cfg.batch_size):
+                self.check()
                 chunk = slice(start, start + cfg.batch_size)
                 inputs = agent.forward_inputs(prompt_ids[chunk], prompt_mask[chunk], row_images[chunk])
                 out = agent.model.generate(

@@ -21,12 +21,13 @@ from pathlib import Path
 
 import attrs
 
+from corl import logs
 from corl.atomic import atomic_folder
 from corl.builtin.hf.catalog import VISION_ZOO, cache_root
 from corl.builtin.hf.config import ZooConfig
 from corl.builtin.hf.vision_inputs import collate, encode_prompts
 from corl.builtin.hf.warmstart import right_padded, seeded, train
-from corl.errors import ConfigError
+from corl.errors import ConfigError, CorlError
 from corl.types import Prompt
 
 #: zoo name -> design. Names are what a recipe writes after ``zoo:``.
@@ -115,17 +116,21 @@ def _fingerprint(name: str, prompts: Sequence[Prompt], config: ZooConfig) -> str
     return h.hexdigest()[:16]
 
 
-def resolve(name: str, prompts: Sequence[Prompt], config: ZooConfig, log: Callable[[str], None] = print) -> Path:
+def resolve(name: str, prompts: Sequence[Prompt], config: ZooConfig, log: Callable[[str], None] = logs.logger.info,
+            check: Callable[[], None] = lambda: None) -> Path:
     """The folder of vision zoo model ``name`` warm-started on labeled ``prompts``, built once."""
     if name not in FAMILIES:
         raise ConfigError(f"unknown zoo model 'zoo:{name}'; available: {', '.join('zoo:' + n for n in FAMILIES)}")
     folder = cache_root() / "vision-zoo" / f"{name}-{_fingerprint(name, prompts, config)}"
     if (folder / "config.json").exists():
         return folder
+    if not prompts and config.steps:  # never cache an untrained model under a trained one's key
+        raise CorlError(f"zoo:{name}: the task's labeled seed split is empty: nothing to warm-start on; give the task "
+                        "labeled seed prompts, or a model folder (or zoo_steps = 0 for an untrained model)")
     start = time.perf_counter()
     log(f"zoo:{name}: warm-starting {config.steps} supervised steps on {len(prompts)} labeled seed examples "
         f"(once; cached in {cache_root()})")
-    model, processor = warm_start(name, prompts, config)
+    model, processor = warm_start(name, prompts, config, check)
     with atomic_folder(folder) as tmp:
         model.save_pretrained(tmp)
         processor.save_pretrained(tmp)
@@ -133,16 +138,16 @@ def resolve(name: str, prompts: Sequence[Prompt], config: ZooConfig, log: Callab
     return folder
 
 
-def warm_start(name: str, prompts: Sequence[Prompt], config: ZooConfig):
+def warm_start(name: str, prompts: Sequence[Prompt], config: ZooConfig, check: Callable[[], None] = lambda: None):
     """An untrained model of zoo ``name`` with its processor, warm-started on (image, question, answer)."""
     with seeded(config.seed):
         model, processor = build(name)
-        if not prompts or config.steps == 0:
+        if config.steps == 0:
             return model.eval(), processor
         tok = processor.tokenizer
         answers = [tok(str(p.label), add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for p in prompts]
         sequences, images = encode_prompts(processor, prompts, chat=True, suffixes=answers)
         batch = right_padded(sequences, [len(a) for a in answers], tok.pad_token_id)
         model = train(model, *batch, config, f"warm-start {name}",
-                      extra=lambda rows: collate([images[int(i)] for i in rows]))
+                      extra=lambda rows: collate([images[int(i)] for i in rows]), check=check)
         return model, processor

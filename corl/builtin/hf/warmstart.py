@@ -1,7 +1,8 @@
 """The one supervised trainer the zoo uses to warm-start its tiny models (text and vision-language).
 
 Loss on the answer and EOS only, AdamW (weight decay 0.01), linear warmup for 5% of the steps then
-cosine decay, gradient clipping at 1.0, a seeded data order. Progress is drawn on stderr.
+cosine decay, gradient clipping at 1.0, a seeded data order. Progress goes through :mod:`corl.logs`
+(a bar on a terminal, a logged line every 10% elsewhere).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from corl import logs
 from corl.builtin.hf.config import ZooConfig
 
 
@@ -41,12 +43,11 @@ def right_padded(sequences: Sequence[Sequence[int]], answer_lengths: Sequence[in
 
 
 def train(model, input_ids, labels, mask, config: ZooConfig, description: str,
-          extra: Callable[[Any], dict] | None = None):
+          extra: Callable[[Any], dict] | None = None, check: Callable[[], None] = lambda: None):
     """``config.steps`` supervised steps of ``config.batch_size`` rows drawn with ``config.seed``;
-    ``extra(rows)`` adds per-row model inputs (a vision-language model's images)."""
+    ``extra(rows)`` adds per-row model inputs (a vision-language model's images); ``check()`` runs
+    before every step (the run's ``ctx.stop.check``: a signal abandons the warm-start there)."""
     import torch
-    from rich.console import Console
-    from rich.progress import track
 
     optim = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.01)
     warmup = max(1, config.steps // 20)
@@ -54,7 +55,8 @@ def train(model, input_ids, labels, mask, config: ZooConfig, description: str,
         optim, lambda s: min((s + 1) / warmup, 0.5 * (1 + math.cos(math.pi * s / config.steps))))
     gen = torch.Generator().manual_seed(config.seed)
     model.train()
-    for _ in track(range(config.steps), description=description, transient=True, console=Console(stderr=True)):
+    for _ in logs.track(range(config.steps), description, config.steps, log=logs.get("zoo")):
+        check()
         rows = torch.randint(len(input_ids), (config.batch_size,), generator=gen)
         out = model(input_ids=input_ids[rows], attention_mask=mask[rows], labels=labels[rows],
                     **(extra(rows) if extra else {}))

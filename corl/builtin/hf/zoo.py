@@ -16,11 +16,12 @@ from pathlib import Path
 
 import attrs
 
+from corl import logs
 from corl.atomic import atomic_folder
 from corl.builtin.hf.catalog import TEXT_ZOO, cache_root
 from corl.builtin.hf.config import ZooConfig
 from corl.builtin.hf.warmstart import right_padded, seeded, train
-from corl.errors import ConfigError
+from corl.errors import ConfigError, CorlError
 
 #: Characters the zoo tokenizer knows; enough for the synthetic arithmetic task.
 CHARS = "0123456789+-*="
@@ -83,8 +84,9 @@ def build_tokenizer(chars: str = CHARS):
 
 
 def resolve(name: str, examples: Sequence[tuple[str, str]], config: ZooConfig,
-            log: Callable[[str], None] = print) -> Path:
-    """Return the folder of zoo model ``name`` warm-started on ``examples``, building it once."""
+            log: Callable[[str], None] = logs.logger.info, check: Callable[[], None] = lambda: None) -> Path:
+    """Return the folder of zoo model ``name`` warm-started on ``examples``, building it once
+    (``check()`` between warm-start steps: :func:`corl.builtin.hf.warmstart.train`)."""
     if name not in FAMILIES:
         raise ConfigError(f"unknown zoo model 'zoo:{name}'; available: {', '.join('zoo:' + n for n in FAMILIES)}")
     fingerprint = hashlib.sha256(json.dumps([name, attrs.asdict(config), D_MODEL, LAYERS, HEADS, chars_for(examples),
@@ -92,10 +94,13 @@ def resolve(name: str, examples: Sequence[tuple[str, str]], config: ZooConfig,
     folder = cache_root() / "zoo" / f"{name}-{fingerprint}"
     if (folder / "config.json").exists():
         return folder
+    if not examples and config.steps:  # never cache an untrained model under a trained one's key
+        raise CorlError(f"zoo:{name}: the task's labeled seed split is empty: nothing to warm-start on; give the task "
+                        "labeled seed prompts, or a model folder (or zoo_steps = 0 for an untrained model)")
     start = time.perf_counter()
     log(f"zoo:{name}: warm-starting {config.steps} supervised steps on {len(examples)} labeled seed examples "
         f"(once; cached in {cache_root()})")
-    model, tokenizer = warm_start(FAMILIES[name], examples, config)
+    model, tokenizer = warm_start(FAMILIES[name], examples, config, check)
     with atomic_folder(folder) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
@@ -103,7 +108,8 @@ def resolve(name: str, examples: Sequence[tuple[str, str]], config: ZooConfig,
     return folder
 
 
-def warm_start(family: str, examples: Sequence[tuple[str, str]], config: ZooConfig):
+def warm_start(family: str, examples: Sequence[tuple[str, str]], config: ZooConfig,
+               check: Callable[[], None] = lambda: None):
     """An untrained ``family`` model and its tokenizer, warm-started on ``examples`` (prompt, answer)."""
     from transformers import AutoModelForCausalLM
 
@@ -111,9 +117,9 @@ def warm_start(family: str, examples: Sequence[tuple[str, str]], config: ZooConf
         tokenizer = build_tokenizer(chars_for(examples))
         ids = tokenizer.get_vocab()
         model = AutoModelForCausalLM.from_config(_config_for(family, len(ids), ids))
-        if not examples or config.steps == 0:
+        if config.steps == 0:
             return model.eval(), tokenizer
         answers = [tokenizer(a, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for _, a in examples]
         sequences = [tokenizer(p)["input_ids"] + a for (p, _), a in zip(examples, answers)]
         batch = right_padded(sequences, [len(a) for a in answers], tokenizer.pad_token_id)
-        return train(model, *batch, config, f"warm-start {family}"), tokenizer
+        return train(model, *batch, config, f"warm-start {family}", check=check), tokenizer

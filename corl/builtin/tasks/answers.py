@@ -1,8 +1,16 @@
-"""Final answers in free-form completions: find them the way benchmarks state them, and compare them.
+"""(Over 300 lines: extraction and comparison share one notion of what an answer is; read together.)
 
-``extract_answer`` tries, in order: the last ``\\boxed{...}`` / ``\\fbox{...}``, GSM8K's ``#### 42``,
-"The answer is ..." / "Answer: ...", and the last number in the text. ``MathVerifier`` compares
-answers: exact strings, then exact rationals, then math-verify (symbolic, slow, time-bounded).
+Final answers in free-form completions and in data sets' answer fields: find them the way
+benchmarks state them, and compare them.
+
+``extract_answer`` (a completion) and ``extract_label`` (a data set's answer field) try, in order:
+the last ``\\boxed{...}`` / ``\\fbox{...}``, GSM8K's ``#### 42``, "The answer is ..." /
+"Answer: ...". Without any marker, a text that is an answer on its own is taken whole (MATH-500's
+``\\frac{1}{2}``, ``(3, 4)``, ``[2, 5)``, ``\\{1, 2\\}``, ``2^{10}``; for a label also a word or
+short phrase, ``Evelyn``); otherwise the last stretch of mathematics in the prose (``we get
+2\\sqrt{3}.`` -> ``2\\sqrt{3}``). Plain numbers take an exact fast path; anything else must parse
+with math-verify. ``MathVerifier`` compares answers: exact strings, exact rationals, text answers
+as words, then math-verify (symbolic, slow, time-bounded).
 """
 
 from __future__ import annotations
@@ -23,10 +31,20 @@ _SENTENCE = re.compile(r"\s*(.*?)(?:\.(?=\s|$)|\n|$)")
 # A minus right after a word or ")" is subtraction ("10-3"), not a sign.
 _NUMBER = re.compile(r"(?:(?<![\w)])-)?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+/\d+|\d*\.\d+|\d+)")
 _THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
-_TEXT = re.compile(r"\\(?:text|textbf|mathrm)\{([^{}]*)\}")
+_TEXT = re.compile(r"\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}")
 _DECIMAL = re.compile(r"-?(?:\d+\.?\d*|\.\d+)")
 _SLASH = re.compile(r"(-?\d+)/(\d+)")
 _FRAC = re.compile(r"(-?)\\[dt]?frac\s*(?:\{\s*(-?\d+)\s*\}|(\d))\s*(?:\{\s*(-?\d+)\s*\}|(\d))")
+_DELIMITED = re.compile(r"\\\((.*)\\\)|\\\[(.*)\\\]", re.DOTALL)  # \( ... \) and \[ ... \] around a whole answer
+_CALCULATOR = re.compile(r"<<[^<>]*>>")  # GSM8K's calculator notes: 48/2 = <<48/2=24>>24
+# What is not prose in an answer: LaTeX commands (with a word argument: \begin{pmatrix}) and \text{} groups.
+_COMMAND = re.compile(r"\\(?:text\w*|mbox|mathrm|operatorname)\s*\{[^{}]*\}|\\[A-Za-z]+(?:\{[A-Za-z*]+\})?")
+_WORD = re.compile(r"[A-Za-z]{2,}")
+# A text answer: a word or a few, no digits or mathematics ("Evelyn", "New York").
+_PHRASE = re.compile(r"[A-Za-z][A-Za-z'-]*(?: [A-Za-z][A-Za-z'-]*){0,5}")
+_PROSE_WORD = re.compile(r"[A-Za-z]+(?:['-][A-Za-z]+)*")
+_MATHS = re.compile(r"[\d\\=+\-*/^_<>|()\[\]{}]")
+_ENGLISH_LETTERS = ("a", "A", "I")  # one-letter chunks of prose that are words, not variables
 
 
 def _braced(text: str, start: int) -> str | None:
@@ -50,6 +68,9 @@ def _clean(answer: str) -> str:
     s = s.replace("\\!", "").replace("{,}", ",")  # LaTeX thin spaces and protected commas: 1{,}000
     s = s.replace("\\$", "").replace("$", "").strip().strip("*").strip()
     s = s.rstrip(".").strip()
+    m = _DELIMITED.fullmatch(s)
+    if m:
+        s = (m.group(1) if m.group(1) is not None else m.group(2)).strip()
     m = _TEXT.fullmatch(s)
     if m:  # \text{(B)} on its own; a unit after a number ("5\text{ cm}") is left alone
         s = m.group(1).strip()
@@ -58,8 +79,10 @@ def _clean(answer: str) -> str:
     return s
 
 
-def _candidates(text: str):
-    """Each format's answer, in order of trust; later ones only matter when earlier ones fail."""
+def _marked(text: str):
+    """What each marker states, in order of trust; later ones only matter when earlier ones fail.
+    The last item is the text left to search when no marker gave an answer (a truncated
+    ``\\boxed{`` and everything after it removed)."""
     boxed = [(m.start(), m.group(1)) for m in _BOXED_BARE.finditer(text)]
     for m in _BOXED.finditer(text):
         inner = _braced(text, m.end() - 1)
@@ -69,26 +92,138 @@ def _candidates(text: str):
             # A truncated completion: what it began to box is no answer, nor are the numbers in it.
             text = text[: m.start()]
             break
+    found = bool(boxed)
     if boxed:
         yield max(boxed)[1]
     hashes = _HASHES.findall(text)
     if hashes:
+        found = True
         yield hashes[-1]
     anchors = list(_ANSWER_IS.finditer(text))  # the last anchor: "Answer: the final answer is 7"
     if anchors:
+        found = True
         yield _SENTENCE.match(text, anchors[-1].end()).group(1)
-    numbers = _NUMBER.findall(text)
-    if numbers:
-        yield numbers[-1]
+    yield found, text
 
 
-def extract_answer(text: str) -> str | None:
-    """The answer ``text`` states, normalized (see the module doc for the formats), or None."""
-    for candidate in _candidates(text):
+def _is_answer_alone(s: str, words: bool) -> bool:
+    """True when ``s`` (cleaned) is an answer on its own rather than prose: one short line whose
+    only words are LaTeX commands (``\\frac``, ``\\text{ cm}``), or, where ``words``, a short phrase."""
+    if len(s) > 200 or "\n" in s or not any(c.isalnum() for c in s):
+        return False
+    if not _WORD.search(_COMMAND.sub(" ", s)):
+        return True
+    return words and _PHRASE.fullmatch(s) is not None
+
+
+def _chunks(text: str) -> list[str]:
+    """``text`` split at white space outside braces (``\\text{ square units}`` stays one chunk)."""
+    out, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        if c in "{}" and i and text[i - 1] == "\\":
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth = max(depth - 1, 0)
+        elif c.isspace() and depth == 0:
+            if i > start:
+                out.append(text[start:i])
+            start = i + 1
+    if start < len(text):
+        out.append(text[start:])
+    return out
+
+
+def _is_maths(chunk: str) -> bool:
+    bare = chunk.strip(".,;:!?\"'*")
+    if not bare or _PROSE_WORD.fullmatch(bare) and (len(bare) > 1 or bare in _ENGLISH_LETTERS):
+        return False  # a word ("pears,", "(see" is handled below), or "a" / "I"
+    if len(bare) == 1 and bare.isalpha():
+        return True  # a variable: "so x"
+    stripped = bare.strip("()[]")
+    if _PROSE_WORD.fullmatch(stripped) and len(stripped) > 1:
+        return False  # "(see", "[sic]"
+    return bool(_MATHS.search(bare))
+
+
+def _balanced(span: str) -> str:
+    """Drop brackets the span cut in half ("(so 5)" -> "5"); intervals pair ( with ] and stay."""
+    opening = lambda s: s.count("(") + s.count("[")  # noqa: E731
+    closing = lambda s: s.count(")") + s.count("]")  # noqa: E731
+    while span and span[-1] in ")]" and closing(span) > opening(span):
+        span = span[:-1].rstrip()
+    while span and span[0] in "([" and opening(span) > closing(span):
+        span = span[1:].lstrip()
+    return span
+
+
+def _last_equation_side(span: str) -> str:
+    """After the last ``=`` (``12 - 0.25 = 11.75`` -> ``11.75``), as math-verify reads an equation
+    chain; a list of assignments (``a=1, b=2``) stays whole."""
+    if "," in span or ";" in span:
+        return span
+    parts = re.split(r"(?<![\\<>!])=", span)
+    return parts[-1].strip() if len(parts) > 1 and parts[-1].strip() else span
+
+
+def _last_maths(text: str) -> str | None:
+    """The last stretch of mathematics in prose: trailing words skipped, then chunks collected
+    back to the first word ("in all 1,234 marbles" -> "1,234"; "we get 2\\sqrt{3}." -> "2\\sqrt{3}")."""
+    chunks = _chunks(_CALCULATOR.sub(" ", text))
+    end = len(chunks)
+    while end and not _is_maths(chunks[end - 1]):
+        end -= 1
+    start = end
+    while start and _is_maths(chunks[start - 1]):
+        start -= 1
+    if start == end:
+        return None
+    span = " ".join(chunks[start:end]).strip().rstrip(".,;:!?").strip()
+    return _last_equation_side(_balanced(span)) or None
+
+
+def _parses(answer: str, seconds: int | None) -> bool:
+    """math-verify reads ``answer`` as mathematics (a sympy object, not only its string fallback)."""
+    return any(not isinstance(x, str) for x in _parse(answer, seconds))
+
+
+def _confirmed(answer: str, seconds: int | None) -> str | None:
+    """``answer`` if it is a plain number (exact, fast) or math-verify parses it; else the last
+    plain number in it (what the text states most plainly), else None."""
+    if not answer:
+        return None
+    if _rational(answer) is not None or _parses(answer, seconds):
+        return answer
+    numbers = _NUMBER.findall(answer)
+    return _clean(numbers[-1]) if numbers else None
+
+
+def _extract(text: str, words: bool, seconds: int | None) -> str | None:
+    *marked, (found, rest) = _marked(text)
+    for candidate in marked:
         answer = _clean(candidate)
         if answer:
             return answer
-    return None
+    whole = _clean(rest)
+    if not found and _is_answer_alone(whole, words):
+        if words and _PHRASE.fullmatch(whole) and _WORD.search(whole):
+            return whole  # a text answer ("Evelyn")
+        return whole if words else _confirmed(_last_equation_side(whole), seconds)
+    span = _last_maths(rest)
+    return _confirmed(_clean(span), seconds) if span else None
+
+
+def extract_answer(text: str, timeout: int | None = 2) -> str | None:
+    """The answer a completion states, normalized (see the module doc for the formats), or None.
+    ``timeout``: seconds per math-verify parse (None: no bound; off the main thread it must be None)."""
+    return _extract(text, False, timeout)
+
+
+def extract_label(text: str, timeout: int | None = 2) -> str | None:
+    """The reference answer a data set's answer field holds: a worked solution with a marker, or
+    the answer alone (``\\frac{1}{2}``, ``(3, 4)``, ``\\text{Evelyn}``, ``Evelyn``), taken whole."""
+    return _extract(text, True, timeout)
 
 
 def _rational(s: str) -> Fraction | None:
@@ -110,6 +245,13 @@ def _rational(s: str) -> Fraction | None:
         return None
 
 
+def _words(s: str) -> str | None:
+    """A text answer's words, case and spacing aside (``Evelyn``, ``New York``), or None for
+    mathematics; one letter is a variable or a choice, left to math-verify."""
+    s = " ".join(s.split())
+    return s.casefold() if _PHRASE.fullmatch(s) and _WORD.search(s) else None
+
+
 class MathVerifier:
     """Answers of math problems: ``1/2``, ``0.5`` and ``\\frac{1}{2}`` are one answer.
 
@@ -119,7 +261,7 @@ class MathVerifier:
 
     # math-verify simplifies with sympy, so corl puts its time bound around us. math-verify's own
     # SIGALRM timeouts take over that timer during each of its calls (and end it): the effective
-    # bound of one comparison is ``timeout`` per parse and per verify.
+    # bound of one extraction or comparison is ``timeout`` per parse and per verify.
     bounded = False
 
     def __init__(self, timeout: int = 2):
@@ -129,8 +271,16 @@ class MathVerifier:
 
         self.timeout = timeout  # seconds per math-verify parse / comparison (whole seconds: signal.alarm)
 
+    def _seconds(self) -> int | None:
+        # math-verify's timeouts use SIGALRM, which only the main thread may set.
+        return self.timeout if threading.current_thread() is threading.main_thread() else None
+
     def extract(self, text: str) -> Hashable | None:
-        return extract_answer(text)
+        return extract_answer(text, self._seconds())
+
+    def label(self, text: str) -> Hashable | None:
+        """A data set's reference answer (:func:`extract_label`)."""
+        return extract_label(text, self._seconds())
 
     def equivalent(self, a: Hashable, b: Hashable) -> bool:
         if a == b:
@@ -141,11 +291,13 @@ class MathVerifier:
         ra, rb = _rational(a), _rational(b)
         if ra is not None and rb is not None:  # two numbers: exact, and decisive (0.33 is not 1/3)
             return ra == rb
+        wa, wb = _words(a), _words(b)
+        if wa is not None or wb is not None:  # to sympy, "Evelyn" is a product of six symbols
+            return wa == wb
         return self._symbolic(a, b)
 
     def _symbolic(self, a: str, b: str) -> bool:
-        # math-verify's timeouts use SIGALRM, which only the main thread may set.
-        seconds = self.timeout if threading.current_thread() is threading.main_thread() else None
+        seconds = self._seconds()
         try:
             from math_verify import verify
 
@@ -178,6 +330,9 @@ class IntegerVerifier:
     def extract(self, text: str) -> Hashable | None:
         m = _INT.fullmatch(text)
         return int(m.group(1)) if m else None
+
+    def label(self, text: str) -> Hashable | None:
+        return self.extract(text)
 
     def equivalent(self, a: Hashable, b: Hashable) -> bool:
         return a == b

@@ -7,6 +7,7 @@ from typing import Literal
 
 import attrs
 
+from corl.builtin.tasks import missing_sized_split
 from corl.builtin.tasks.answers import IntegerVerifier
 from corl.plugins import hookimpl
 from corl.types import Prompt
@@ -35,6 +36,7 @@ class ArithmeticTask:
     """Disjoint seed / train / eval splits drawn from every problem of the chosen kinds."""
 
     verifier = IntegerVerifier()
+    missing_split = staticmethod(missing_sized_split)  # a trait (corl.protocols.TaskTraits)
 
     def __init__(self, config: ArithmeticConfig, ctx=None):
         pool = [p for kind in dict.fromkeys(config.kinds) for p in _problems(kind)]

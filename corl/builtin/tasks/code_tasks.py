@@ -13,6 +13,7 @@ from typing import Literal
 
 import attrs
 
+from corl.builtin.tasks import missing_sized_split
 from corl.builtin.tasks.code import CodeVerifier
 from corl.errors import ConfigError
 from corl.plugins import hookimpl
@@ -91,6 +92,8 @@ class ExpressionsTask:
     problems carry a reference expression, written in one of several equivalent forms at random
     (so the models learn that behaviour, not spelling, is what counts)."""
 
+    missing_split = staticmethod(missing_sized_split)  # a trait (corl.protocols.TaskTraits)
+
     def __init__(self, config: ExpressionsConfig, ctx=None):
         self.verifier = CodeVerifier("expression", limits=Limits(wall_seconds=config.wall_seconds,
                                                                  memory_mb=config.memory_mb))
@@ -168,6 +171,8 @@ def reference_outputs(source: str, inputs: tuple) -> tuple[str, ...]:
 class PythonFunctionsTask:
     """Prompts ask for ``f`` in a fenced Python block; the signature is ``f``'s outputs on the
     template's test inputs. Expected outputs come from the reference solutions."""
+
+    missing_split = staticmethod(missing_sized_split)  # a trait (corl.protocols.TaskTraits)
 
     def __init__(self, config: PythonFunctionsConfig, ctx=None):
         self.verifier = CodeVerifier("function", "f", Limits(wall_seconds=config.wall_seconds,

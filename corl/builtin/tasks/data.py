@@ -1,4 +1,5 @@
-"""Built-in task from data files: prompts (and labels) read from .jsonl or .parquet files."""
+"""Built-in task from data files: prompts (and labels) read from .jsonl or .parquet files, or a saved
+`datasets` dataset, in the layouts data sets come in (:mod:`corl.builtin.tasks.fields`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any, Literal
 import attrs
 
 from corl.builtin.tasks.answers import IntegerVerifier, MathVerifier
+from corl.builtin.tasks.fields import FieldError, MissingField, answer_text, is_messages, lookup, prompt_text
+from corl.builtin.tasks.fields import short as _short
 from corl.errors import CorlError
 from corl.plugins import hookimpl
 from corl.types import Prompt
@@ -34,17 +37,21 @@ class DataConfig:
                 "(DIR or DIR::SPLIT); relative to the recipe file; labels, if any, are used only for monitoring"})
     eval: str | None = attrs.field(default=None, metadata={"help": "labeled held-out prompts for evaluation"})
     seed: str | None = attrs.field(default=None, metadata={"help": "labeled prompts for warm-starting zoo models"})
-    prompt_field: str = attrs.field(default="question", metadata={"help": "the field holding the prompt"})
+    prompt_field: str = attrs.field(default="question", metadata={
+        "help": "the field holding the prompt: text, or a list of chat messages (`messages`, TRL's and verl's "
+                "`prompt`: the last user turn, system turns prepended); a dotted path reaches into tables"})
     answer_field: str = attrs.field(default="answer", metadata={
-        "help": "the field holding the reference answer (e.g. a worked solution ending in '#### 42' or \\boxed{})"})
+        "help": "the field holding the reference answer: a worked solution ending in '#### 42' or \\boxed{}, the "
+                "answer alone (\\frac{1}{2}), or a list of chat messages (the last assistant turn); a dotted path "
+                "reaches into tables (verl: reward_model.ground_truth)"})
     image_field: str | None = attrs.field(default=None, metadata={
         "help": "the field naming the row's image file (or a list of them), relative to the data file; "
                 "for vision-language agents"})
     template: str = attrs.field(default="{prompt}", validator=_template, metadata={
         "help": "prompt text shown to the model: a Python format string with {prompt}"})
     answers: Literal["math", "integer"] = attrs.field(default="math", metadata={
-        "help": "math: \\boxed{}, '#### N', 'The answer is' or the last number, compared with math-verify; "
-                "integer: the whole completion is an integer"})
+        "help": "math: \\boxed{}, '#### N', 'The answer is', else the answer alone or the last mathematics in the "
+                "text, compared with math-verify; integer: the whole completion is an integer"})
     on_bad_row: Literal["error", "skip"] = attrs.field(default="error", metadata={
         "help": "a malformed row stops the run (error) or is skipped and counted (skip)"})
     limit: int = attrs.field(default=0, validator=attrs.validators.ge(0),
@@ -75,6 +82,13 @@ class DataTask:
     def split(self, name: str) -> tuple[Prompt, ...]:
         return self._splits[name]
 
+    @staticmethod
+    def missing_split(config: DataConfig, split: str) -> str | None:
+        """A trait (:class:`corl.protocols.TaskTraits`): the seed and eval splits come from files."""
+        if split in ("seed", "eval") and getattr(config, split) is None:
+            return f'task.{split} = "FILE" (labeled rows)'
+        return None
+
     def _load(self, split: str, path: Path, log) -> tuple[Prompt, ...]:
         on_disk = Path(str(path).partition("::")[0])
         if not on_disk.exists():
@@ -83,7 +97,7 @@ class DataTask:
         self._folder = on_disk.parent if on_disk.is_file() else on_disk  # images are relative to the data
         for line, row in _rows(split, path):
             try:
-                prompts.append(self._prompt(split, line, row))
+                prompts.append(self._prompt(split, line, row, _origin(path, line)))
             except _BadRow as exc:
                 message = f"{_show(path)}:{line}: {exc}"
                 if self.config.on_bad_row == "error":
@@ -96,29 +110,37 @@ class DataTask:
             log(f"task.{split}: skipped {skipped} bad rows (on_bad_row = \"skip\"); first: {first}")
         return tuple(prompts)
 
-    def _prompt(self, split: str, line: int, row: Any) -> Prompt:
+    def _prompt(self, split: str, line: int, row: Any, origin: str) -> Prompt:
         c = self.config
         if isinstance(row, _BadRow):
             raise row
         if not isinstance(row, dict):
             raise _BadRow(f"not a JSON object: {_short(row)}")
-        if c.prompt_field not in row:
-            raise _BadRow(f"missing field {c.prompt_field!r} (fields: {', '.join(map(str, row)) or 'none'})")
-        text = row[c.prompt_field]
-        if isinstance(text, (dict, list)):
-            raise _BadRow(f"field {c.prompt_field!r} is not text: {_short(text)}")
-        if text is None or not str(text).strip():
+        try:
+            value = lookup(row, c.prompt_field)
+            text = "" if value is None else prompt_text(value, c.prompt_field)
+        except FieldError as exc:
+            raise _BadRow(str(exc)) from None
+        if not text.strip():
             raise _BadRow(f"empty prompt in field {c.prompt_field!r}")
-        answer, label = row.get(c.answer_field), None
-        if answer is not None:
-            label = self.verifier.extract(str(answer))
+        fields = f"fields: {', '.join(map(str, row))}"
+        try:
+            raw = lookup(row, c.answer_field)
+            answer = answer_text(raw, c.answer_field)
+        except MissingField as exc:
+            raw, answer, fields = None, None, exc.available
+        except FieldError as exc:
+            raise _BadRow(str(exc)) from None
+        label = self.verifier.label(answer) if answer is not None else None
         if label is None and split != "train":  # seed and eval exist to be scored against
+            if answer is None and is_messages(raw):
+                raise _BadRow(f"field {c.answer_field!r} has no assistant turn; {split} rows need answers")
             if answer is None:
-                raise _BadRow(f"missing field {c.answer_field!r}; {split} rows need answers "
-                              f"(fields: {', '.join(map(str, row))})")
+                raise _BadRow(f"missing field {c.answer_field!r}; {split} rows need answers ({fields})")
             raise _BadRow(f"no {c.answers} answer found in field {c.answer_field!r}: {_short(answer)}")
         images = _images(row, c.image_field, self._folder) if c.image_field else ()
-        return Prompt(id=f"{split}-{line}", text=c.template.format(prompt=text), label=label, images=images)
+        return Prompt(id=f"{split}-{line}", text=c.template.format(prompt=text), label=label, images=images,
+                      origin=origin)
 
 
 def _images(row: dict, field: str, folder: Path) -> tuple[Any, ...]:
@@ -199,7 +221,7 @@ def _saved_dataset(split: str, path: Path) -> Iterator[tuple[int, Any]]:
         import datasets
     except ImportError:
         raise CorlError(f"task.{split}: {_show(Path(folder))} is a folder; reading a saved `datasets` dataset "
-                        "needs the datasets package (pip install 'corl[data]')") from None
+                        "needs the datasets package (pip install 'co-rl[data]')") from None
     try:
         loaded = datasets.load_from_disk(folder)
     except (FileNotFoundError, ValueError) as exc:
@@ -213,6 +235,11 @@ def _saved_dataset(split: str, path: Path) -> Iterator[tuple[int, Any]]:
         yield i, row
 
 
+def _origin(path: Path, line: int) -> str:
+    """Where a row is, for messages: ``FILE:LINE`` for JSONL, ``FILE row N`` otherwise."""
+    return f"{_show(path)}:{line}" if path.suffix.lower() == ".jsonl" else f"{_show(path)} row {line}"
+
+
 def _show(path: Path) -> str:
     """The path as short as it can be said unambiguously: relative to the working directory if inside it."""
     try:
@@ -221,9 +248,6 @@ def _show(path: Path) -> str:
         return str(path.resolve())
 
 
-def _short(value: Any, n: int = 60) -> str:
-    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= n else text[: n - 3] + "..."
 
 
 @hookimpl

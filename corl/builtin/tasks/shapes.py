@@ -13,6 +13,7 @@ from typing import Literal
 
 import attrs
 
+from corl.builtin.tasks import missing_sized_split
 from corl.builtin.tasks.answers import IntegerVerifier
 from corl.plugins import hookimpl
 from corl.types import Prompt
@@ -79,6 +80,7 @@ class ShapesTask:
     """Labeled seed, unlabeled train and labeled eval splits of rendered images, each from its own stream."""
 
     verifier = IntegerVerifier()
+    missing_split = staticmethod(missing_sized_split)  # a trait (corl.protocols.TaskTraits)
 
     def __init__(self, config: ShapesConfig, ctx=None):
         sizes = {"seed": config.seed_size, "train": config.train_size, "eval": config.eval_size}

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import attrs
 
+from corl.builtin.tasks import missing_sized_split
 from corl.builtin.tasks.answers import _NUMBER, MathVerifier, _clean, _rational, extract_answer
 from corl.errors import ConfigError
 from corl.plugins import hookimpl
@@ -149,6 +150,8 @@ class WordProblemsConfig:
 
 class WordProblemsTask:
     """Disjoint seed / train / eval splits of generated word problems; math-verify answers."""
+
+    missing_split = staticmethod(missing_sized_split)  # a trait (corl.protocols.TaskTraits)
 
     def __init__(self, config: WordProblemsConfig, ctx=None):
         self.verifier = NumberVerifier()

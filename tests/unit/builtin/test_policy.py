@@ -1,9 +1,25 @@
 import math
+import typing
+from types import SimpleNamespace
 
+import attrs
 import pytest
 import torch
 
-from corl.builtin.policy import clipped_loss, grpo_advantages, rloo_advantages
+from corl.builtin.policy import (
+    LOSS_AGGREGATIONS,
+    SCHEDULES,
+    GRPOConfig,
+    PolicyConfig,
+    clipped_loss,
+    grpo,
+    grpo_advantages,
+    lr_multiplier,
+    rloo,
+    rloo_advantages,
+)
+from corl.errors import ConfigError
+from corl.types import Context, Rollout
 
 
 def test_grpo_advantages_hand_computed():
@@ -67,3 +83,164 @@ def test_groups_with_equal_rewards_get_zero_advantage_whatever_the_value():
     adv = grpo_advantages(r)
     assert adv[:2].abs().max() == 0 and adv[2].abs().sum() > 0
     assert grpo_advantages(r, scale=False)[:2].abs().max() == 0
+
+
+# -- options: clip-higher, loss aggregation, learning-rate schedules --------------------------------
+
+
+
+def test_clip_higher_lets_a_positive_advantage_grow_further():
+    old = torch.zeros(1, 3)
+    new = torch.log(torch.tensor([[0.7, 1.25, 1.5]]))
+    mask = torch.ones(1, 3)
+    # symmetric: ratios clipped to [0.8, 1.2]; positive advantage -> -min(r, clip(r)) = -0.7, -1.2, -1.2
+    loss, stats = clipped_loss(new, old, torch.tensor([1.0]), mask, clip=0.2)
+    assert float(loss) == pytest.approx(-(0.7 + 1.2 + 1.2)) and float(stats["clip_frac"]) == 3
+    # DAPO's clip-higher, [0.8, 1.28]: 1.25 is inside now, 1.5 stops at 1.28
+    loss, stats = clipped_loss(new, old, torch.tensor([1.0]), mask, clip=0.2, clip_high=0.28)
+    assert float(loss) == pytest.approx(-(0.7 + 1.25 + 1.28)) and float(stats["clip_frac"]) == 2
+    # negative advantage: max(r, clip(r)) = 0.8, 1.25, 1.5 (the low side still clips at 0.8)
+    loss, _ = clipped_loss(new, old, torch.tensor([-1.0]), mask, clip=0.2, clip_high=0.28)
+    assert float(loss) == pytest.approx(0.8 + 1.25 + 1.5)
+
+
+PER_TOKEN = torch.tensor([[1.0, 2.0, 3.0, 0.0], [4.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
+MASK = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("token_mean", (6 + 4 + 2) / 6),  # every token of the minibatch alike: long sequences weigh more
+    ("sequence_mean", (6 / 3 + 4 / 1 + 2 / 2) / 3),  # each sequence's mean, then the mean over sequences
+    ("constant", (6 + 4 + 2) / (3 * 10)),  # Dr. GRPO: the token sum over sequences x a constant (10 tokens)
+])
+def test_loss_aggregations_by_hand(name, expected):
+    aggregation = LOSS_AGGREGATIONS[name]
+    value = aggregation.numerator(PER_TOKEN, MASK) / aggregation.denominator(float(MASK.sum()), 3.0, 10)
+    assert float(value) == pytest.approx(expected)
+    # split into micro-batches, the numerators add up to the same loss (gradient accumulation)
+    parts = sum(aggregation.numerator(PER_TOKEN[i:i + 1], MASK[i:i + 1]) for i in range(3))
+    assert float(parts) == pytest.approx(float(aggregation.numerator(PER_TOKEN, MASK)))
+
+
+def test_the_options_are_registered_by_name_and_match_the_config_choices():
+    for field, registry in (("loss_aggregation", LOSS_AGGREGATIONS), ("lr_schedule", SCHEDULES)):
+        assert set(typing.get_args(typing.get_type_hints(PolicyConfig)[field])) == set(registry)
+    with pytest.raises(ValueError, match="loss_aggregation = 'constant' needs loss_constant"):
+        PolicyConfig(loss_aggregation="constant")
+
+
+def test_lr_schedules_by_hand():
+    def lrs(schedule, warmup, total=10, floor=0.1):
+        config = PolicyConfig(lr_schedule=schedule, warmup_steps=warmup, min_lr_ratio=floor)
+        return [lr_multiplier(config, step, total) for step in range(total)]
+
+    assert lrs("constant", 0) == [1.0] * 10
+    assert lrs("constant", 3)[:4] == [0.25, 0.5, 0.75, 1.0]  # warmup: step k of 3 uses k / 4
+    linear = lrs("linear", 2)  # after 2 warmup steps, 8 steps from 1 down towards 0.1
+    assert linear[:3] == pytest.approx([1 / 3, 2 / 3, 1.0])
+    assert linear[2:] == pytest.approx([0.1 + 0.9 * (1 - k / 8) for k in range(8)])
+    cosine = lrs("cosine", 2)
+    assert cosine[2:] == pytest.approx([0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * k / 8)) for k in range(8)])
+    assert cosine[6] == pytest.approx(0.55) and lrs("cosine", 0, floor=0.0)[0] == 1.0
+
+
+class ToyAgent:
+    """Every completion token's log-prob is its own parameter ``theta[row, t]``, so the gradient of the
+    loss shows exactly how each token was weighted."""
+
+    name = "toy"
+
+    def __init__(self, rows, width):
+        self.theta = torch.zeros(rows, width, requires_grad=True)
+
+    def parameters(self):
+        return [self.theta]
+
+    def token_logprobs(self, batch, rows, *, reference=False):
+        return self.theta[rows], torch.zeros(len(rows), self.theta.shape[1])
+
+    def freeze_reference(self):
+        pass
+
+
+def toy_rollout(lengths):
+    """Two prompts x two samples with completion ``lengths`` (tokens), sampled at theta = 0."""
+    width = max(lengths)
+    mask = torch.tensor([[1.0] * n + [0.0] * (width - n) for n in lengths])
+    texts = (("a", "b"), ("c", "d"))
+    batch = SimpleNamespace(completion_mask=mask, old_logprobs=torch.zeros(len(lengths), width))
+    return Rollout(agent="toy", prompts=(), texts=texts, lengths=((1, 1), (1, 1)), confidences=((0, 0), (0, 0)),
+                   batch=batch)
+
+
+def gradient(config, lengths, rewards, factory=grpo):
+    agent = ToyAgent(len(lengths), max(lengths))
+    optimizer = factory(attrs.evolve(config, max_grad_norm=1e9), Context(spec=None, seed=0, agent=agent))
+    seen = []
+    optimizer.optim.step = lambda: seen.append(agent.theta.grad.clone())  # the gradient the update would use
+    optimizer.step(toy_rollout(lengths), rewards)
+    return seen[0]
+
+
+@pytest.mark.parametrize("aggregation, weight", [
+    ("token_mean", lambda n, lengths: 1 / sum(lengths)),
+    ("sequence_mean", lambda n, lengths: 1 / (n * len(lengths))),
+    ("constant", lambda n, lengths: 1 / (len(lengths) * 8)),
+])
+def test_each_aggregation_weighs_tokens_as_stated_in_a_real_update(aggregation, weight):
+    lengths, rewards = [3, 1, 2, 4], [[1.0, 0.0], [0.0, 1.0]]
+    config = GRPOConfig(loss_aggregation=aggregation, loss_constant=8, scale_rewards=False)
+    grad = gradient(config, lengths, rewards)
+    # at ratio 1 (unclipped), d loss / d theta[row, t] = -advantage[row] * weight of that token; advantages +-0.5
+    for row, (n, adv) in enumerate(zip(lengths, [0.5, -0.5, -0.5, 0.5])):
+        expected = [-adv * weight(n, lengths)] * n + [0.0] * (max(lengths) - n)
+        assert grad[row].tolist() == pytest.approx(expected), (aggregation, row)
+
+
+def test_grpo_and_rloo_share_the_loss_and_differ_in_advantages():
+    lengths, rewards = [2, 2, 2, 2], [[1.0, 0.0], [0.0, 1.0]]
+    config = PolicyConfig(loss_aggregation="sequence_mean")
+    g = gradient(GRPOConfig(loss_aggregation="sequence_mean", scale_rewards=False), lengths, rewards)
+    r = gradient(config, lengths, rewards, factory=rloo)
+    assert torch.allclose(r, 2 * g)  # RLOO's advantage with two samples is twice the mean-centred one
+
+
+def run_steps(optimizer, steps, start=0):
+    out = []
+    for step in range(start, start + steps):
+        rewards = [[1.0, 0.0], [float(step % 2), 1.0 - step % 2]]
+        out.append(optimizer.step(toy_rollout([3, 1, 2, 4]), rewards)["lr"])
+    return out
+
+
+def test_the_schedule_checkpoints_and_resumes_bit_identically(tmp_path):
+    spec = SimpleNamespace(run=SimpleNamespace(steps=6))
+    config = GRPOConfig(lr=0.1, lr_schedule="cosine", warmup_steps=2, min_lr_ratio=0.1, minibatches=2)
+
+    def fresh():
+        agent = ToyAgent(4, 4)
+        return agent, grpo(config, Context(spec=spec, seed=0, agent=agent))
+
+    torch.manual_seed(0)
+    agent, whole = fresh()
+    lrs = run_steps(whole, 6)
+    assert lrs == pytest.approx([0.1 * lr_multiplier(config, k, 6) for k in range(6)])
+    assert whole.optim.param_groups[0]["lr"] == lrs[-1]
+
+    torch.manual_seed(0)
+    first, before = fresh()
+    head = run_steps(before, 3)
+    before.save_state(str(tmp_path))
+    rng, theta = torch.get_rng_state(), first.theta.detach().clone()
+    second, after = fresh()
+    with torch.no_grad():
+        second.theta.copy_(theta)
+    after.load_state(str(tmp_path))
+    torch.set_rng_state(rng)
+    tail = run_steps(after, 3, start=3)
+    assert head + tail == lrs and torch.equal(second.theta, agent.theta)  # bit for bit
+
+
+def test_a_schedule_needs_the_runs_length():
+    with pytest.raises(ConfigError, match=r"lr_schedule = 'linear' needs the run's length \(run.steps\)"):
+        grpo(GRPOConfig(lr_schedule="linear"), Context(spec=None, seed=0, agent=ToyAgent(1, 1)))

@@ -212,6 +212,45 @@ def test_output_dir_placeholders(registry):
                    "write {{ and }} for braces")
 
 
+@pytest.mark.parametrize("name", ["", " ", "..", ".", "a/b", "../up", "a\\b"])
+def test_a_run_name_is_one_folder_name(registry, name):
+    """An empty name wrote into runs/ itself; '/' and '..' reach outside runs/{name}."""
+    [msg] = errors(registry, base_recipe(), [f"run.name={name!r}".replace("'", '"')])
+    assert msg.startswith(f"<recipe>: run.name: invalid value {name!r}: a run name is one folder name (not empty, "
+                          "no '/' or")
+    [msg] = errors(registry, base_recipe(), ['run.output_dir=""'])
+    assert msg == "<recipe>: run.output_dir: invalid value '': give a folder (the default is runs/{name})"
+
+
+def test_a_zoo_model_needs_a_seed_split_to_warm_start_on(registry):
+    [msg] = errors(registry, base_recipe(), ["task.seed_size=0", "agents[1].zoo_steps=0"])
+    assert msg == ("<recipe>: agents[0].model: zoo:llama-tiny needs a labeled seed split to warm-start on; the "
+                   "arithmetic task has none: give task.seed_size > 0 or a model folder")
+    load_recipe(base_recipe(), ["task.seed_size=0", "zoo.steps=0"], registry=registry)  # untrained models: asked for
+
+
+def test_an_attached_observer_without_its_required_settings_is_named(registry):
+    import attrs
+
+    import corl
+
+    @attrs.frozen
+    class NeedsPath:
+        path: str = attrs.field(metadata={"help": "where to write"})
+
+    class Plugin:
+        @corl.hookimpl
+        def corl_register_components(self, registry):
+            registry.add("observer", "needy", lambda config, ctx: object(), NeedsPath)
+
+    own = build_registry(make_plugin_manager([Plugin()], autoload=False))
+    [msg] = errors(own, base_recipe(), ["run.observers=['needy']"])
+    assert msg == ("<recipe>: observers.needy.path: missing required key (observer 'needy' is attached by "
+                   "run.observers; give its settings in [observers.needy])")
+    spec = load_recipe(base_recipe(), ["run.observers=['needy']", "observers.needy.path='x'"], registry=own)
+    assert spec.observers[0].config == NeedsPath("x")
+
+
 def test_resumable_changes_include_list_keys():
     from corl.recipe import differences
 

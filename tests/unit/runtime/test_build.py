@@ -156,3 +156,37 @@ def test_an_aggregators_output_is_checked():
 
     with pytest.raises(PluginError, match=r"aggregator= object Short returned 0 pseudo-labels for agent 'fake0'"):
         corl.testing.run_tiny("/tmp/unused-agg", aggregator=Short())
+
+
+def test_pseudo_labels_with_unhashable_answers_are_named(tmp_path):
+    from corl.types import PseudoLabel
+
+    class Lists:  # the right count, but answers votes cannot be grouped by
+        def aggregate(self, votes, verifier):
+            return [PseudoLabel(answer=[1, 2], share=1.0, counts={}) for _ in votes]
+
+    with pytest.raises(PluginError, match=r"^aggregator= object Lists returned a pseudo-label answer of type list for "
+                                          r"prompt 0 of agent 'fake0'; answers must be hashable"):
+        corl.testing.run_tiny(tmp_path, aggregator=Lists())
+
+
+def test_an_observer_that_raises_mid_run_is_named_with_its_plugin(tmp_path):
+    class Flaky:
+        def __init__(self, config, ctx):
+            pass
+
+        @corl.hookimpl
+        def corl_on_eval_end(self, run, step, results, cohort):
+            if step:
+                raise KeyError("pass@1")
+
+    class Plugin:
+        @corl.hookimpl
+        def corl_register_components(self, registry):
+            registry.add("observer", "flaky", Flaky, NoConfig)
+
+    with pytest.raises(PluginError) as info:
+        corl.testing.run_tiny(tmp_path, fake_recipe(**{"run.observers": ["jsonl", "flaky"]}), plugins=[Plugin()])
+    assert str(info.value).startswith("observer 'flaky' (plugin tests.unit.runtime.test_build.")
+    assert str(info.value).endswith(".Plugin): corl_on_eval_end raised KeyError: 'pass@1'")
+    assert (tmp_path / "metrics.jsonl").read_text().count('"kind": "train"') == 3  # the others were told and closed

@@ -16,7 +16,9 @@ from tests.kit import ROOT
 
 RECIPE = ROOT / "recipes" / "three_agent_ring.toml"
 SETTINGS = [*TINY, "run.steps=5", "run.checkpoint_every=2", "eval.every=3", "run.observers=['jsonl', 'checkpoint']",
-            "agents[1].model='zoo:gpt-neox-tiny'"]
+            "agents[1].model='zoo:gpt-neox-tiny'",
+            # a learning-rate schedule's position is part of what a checkpoint must restore
+            "agents[0].optimizer.lr_schedule='cosine'", "agents[0].optimizer.warmup_steps=2"]
 
 
 def corl_run(out, *extra, fault=None, sets=()):
@@ -107,9 +109,14 @@ def test_resume_refuses_a_changed_recipe(tmp_path, reference):
     assert more_steps.returncode == 0, more_steps.stderr[-2000:]
 
 
-def test_a_fresh_run_does_not_mix_with_an_earlier_runs_checkpoints(tmp_path, reference):
+def test_a_fresh_run_does_not_mix_with_an_earlier_run(tmp_path, reference):
     out = tmp_path / "run"
     assert corl_run(out, sets=["run.steps=2"]).returncode == 0
     again = corl_run(out, sets=["run.steps=2"])
     assert again.returncode == 2 and "Traceback" not in again.stderr
-    assert "holds checkpoints of an earlier run (newest step-000002); continue it with --resume" in again.stderr
+    assert again.stderr.strip().splitlines()[-1] == (
+        f"corl: error: {out} holds a finished run (summary.json); choose another run.output_dir (or run.name) to "
+        "keep it, or pass --force to replace it")
+    forced = corl_run(out, "--force", sets=["run.steps=1", "run.checkpoint_every=1"])
+    assert forced.returncode == 0 and f"{out}: replacing the earlier run there (summary.json)" in forced.stderr
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["final", "step-000001"]  # none of the old

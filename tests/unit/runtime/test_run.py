@@ -2,8 +2,11 @@
 
 import json
 
+import pytest
+
 import corl
 from corl.builtin.voting import MajorityConfig, MajorityVote
+from corl.errors import CorlError
 from corl.testing import TINY
 
 RECIPE = {
@@ -181,3 +184,29 @@ def test_evaluations_draw_common_random_numbers_and_leave_training_alone(tmp_pat
     assert len(judge) == 4 and all(e == judge[0] for e in judge)
     # and an evaluation is not a constant: the trained agent's pass@1 samples differ from the judge's
     assert runs[1]["evals"][0]["a"] != judge[0]
+
+
+def test_the_test_time_protocol_trains_on_the_evaluated_prompts_without_their_labels():
+    from corl.runtime import Run, prepare
+    from corl.testing import FakePlugin, fake_recipe
+
+    seen = []
+
+    class Spy:
+        def route(self, votes, labels, verifier, aggregator, truth=None):
+            seen.append(truth)
+            return {n: [[0.0] * len(vs) for vs in rows] for n, rows in votes.items()}
+
+    recipe = fake_recipe(**{"run.protocol": "test_time", "eval.size": 16, "run.prompts_per_step": 8, "run.observers": []})
+    pm, spec = prepare(recipe, ["run.output_dir=/tmp/unused-test-time"], plugins=[FakePlugin()])
+    run = Run(spec, pm=pm, router=Spy())
+    run.setup()
+    assert [p.id for p in run.train] == [p.id for p in run.eval_prompts] and len(run.train) == 16
+    trained = {p.id for i in range(4) for p in [run.train[j] for j in run.state.order.take(8, 16)]}
+    assert trained == {p.id for p in run.eval_prompts}  # two epochs over exactly the evaluated prompts
+    run.step(1)
+    assert seen == [None]  # label-free: the router never sees their labels
+    with pytest.raises(CorlError, match=r"eval.size \(the test-time training prompts\) is 4 prompts, fewer than "
+                                        r"run.prompts_per_step \(8\)"):
+        pm, spec = prepare(fake_recipe(**{"run.protocol": "test_time", "eval.size": 4}), plugins=[FakePlugin()])
+        Run(spec, pm=pm).setup()

@@ -127,8 +127,9 @@ def test_bad_models_are_clear_errors_naming_the_agent(task, cache_dir, tmp_path)
         HFAgent(HFAgentConfig(model=str(tmp_path)), ctx)
     ok = HFAgent(HFAgentConfig(model=str(tmp_path), pad_token="<pad>"), ctx)
     assert ok.tokenizer.pad_token == "<pad>"
-    with pytest.raises(CorlError, match=r"agent 'nopad': prompt '\w+-\d+' is \d+ tokens; with max_new_tokens 60 it "
-                                        r"exceeds the model's 64 positions; lower sampler.max_new_tokens to \d+ or less"):
+    with pytest.raises(CorlError, match=r"agent 'nopad': prompt '\w+-\d+' is \d+ tokens; with sampler.max_new_tokens = "
+                                        r"60 it exceeds the model's 64 positions; lower sampler.max_new_tokens to \d+ or "
+                                        r"less, or drop the prompts that long"):
         HFSampler(HFSamplerConfig(max_new_tokens=60), attrs.evolve(ctx, agent=ok))
     with pytest.raises(CorlError, match="agent 'hub': model 'org/model' is not a local folder and could not be fetched"):
         HFAgent(HFAgentConfig(model="org/model"), attrs.evolve(ctx, agent_name="hub"))
@@ -236,3 +237,71 @@ def test_the_decode_loop_draws_tokens_with_their_probabilities():
     counts = torch.bincount(draw(logits), minlength=5) / 40000
     assert counts[1] == 0 and counts[4] == 0
     assert (counts - probs).abs().max() < 0.01  # 4 standard errors at 40k draws
+
+
+def test_huge_prompts_are_refused_by_file_and_line_before_any_model_work(tmp_path, monkeypatch):
+    """The 46-row file of megabyte prompts: refused in seconds, naming the file and line of the longest
+    and what to change, before the zoo warm-start (nothing cached), without tokenizing whole prompts."""
+    import json
+    import time
+
+    from corl.builtin.tasks.data import DataConfig, DataTask
+    from corl.errors import CorlError
+
+    rows = [{"question": "1+" * 500_000 + "1=", "answer": "2"} for _ in range(46)]
+    rows[16]["question"] = "2" + rows[16]["question"]  # the longest: line 17
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "seed.jsonl").write_text("".join(json.dumps({"question": f"{i}+1=", "answer": i + 1}) + "\n"
+                                                 for i in range(8)))
+    task = DataTask(DataConfig(train=str(tmp_path / "train.jsonl"), seed=str(tmp_path / "seed.jsonl"),
+                               answers="integer"))
+    monkeypatch.setenv("CORL_CACHE_DIR", str(tmp_path / "cache"))
+    start = time.perf_counter()
+    with pytest.raises(CorlError) as info:
+        HFAgent(HFAgentConfig(model="zoo:llama-tiny"), zoo_context(task, "a", steps=5))
+    assert time.perf_counter() - start < 10  # tokenizing the whole file took over a minute
+    assert str(info.value) == (f"agent 'a': prompt {tmp_path}/train.jsonl:17 is more than 64 tokens (1000003 "
+                               "characters): it alone fills the model's context of 64 positions (and 45 more "
+                               "prompts); shorten or drop such prompts, or use a model with a longer context")
+    assert not (tmp_path / "cache").exists()  # nothing warm-started, nothing cached
+
+
+def test_a_prompt_near_the_context_is_counted_exactly(tmp_path, cache_dir):
+    from corl.builtin.hf.common import capped_texts, measure
+
+    task = ArithmeticTask(ArithmeticConfig(seed_size=64, train_size=32, eval_size=8))
+    agent = make_agent("llama-tiny", task)
+    texts = ["1+" * 30 + "1=", "1+" * 400 + "1="]  # 62 characters and <bos>; far past 64
+    assert agent.token_counts([attrs.evolve(task.split("train")[0], text=t) for t in texts], limit=64)[0] == 63
+    assert len(capped_texts(agent.tokenizer, texts, 64)[1]) < len(texts[1])  # counted only so far
+    longest = measure(agent, task, 64)
+    assert not longest.cut and longest.over == 0 and longest.tokens == max(agent.token_counts(task.split("train")
+                                                                                              + task.split("eval")))
+
+
+def test_a_zoo_model_never_warm_starts_on_nothing(tmp_path, monkeypatch):
+    from corl.errors import CorlError
+
+    monkeypatch.setenv("CORL_CACHE_DIR", str(tmp_path))
+    with pytest.raises(CorlError, match=r"^zoo:llama-tiny: the task's labeled seed split is empty: nothing to "
+                                        r"warm-start on; give the task labeled seed prompts, or a model folder"):
+        zoo.resolve("llama-tiny", [], ZooConfig(steps=5), log=lambda m: None)
+    assert not (tmp_path / "zoo").exists()  # no untrained model cached under a trained one's key
+    untrained = zoo.resolve("llama-tiny", [], ZooConfig(steps=0), log=lambda m: None)  # asked for: fine
+    assert (untrained / "config.json").exists()
+
+
+def test_the_sampler_polls_the_runs_stop_at_every_decode_step(task, cache_dir):
+    """An evaluation of a real model is abandoned inside its decode loop, not after it."""
+    import signal
+
+    from corl.errors import Stopping
+    from corl.types import StopToken
+
+    agent = make_agent("llama-tiny", task)
+    stop = StopToken()
+    sampler = HFSampler(HFSamplerConfig(max_new_tokens=6), attrs.evolve(zoo_context(task), agent=agent, stop=stop))
+    stop.request(signal.SIGINT)
+    assert sampler.sample(agent, task.split("eval"), 2).n == 2  # a training step: the stop waits for its end
+    with stop.abandonable(), pytest.raises(Stopping):
+        sampler.sample(agent, task.split("eval"), 2)

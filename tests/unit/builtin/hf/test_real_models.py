@@ -1,4 +1,4 @@
-"""Real pretrained models from the corl[real] extra: SmolLM2-135M-Instruct and Gemma 3 270M.
+"""Real pretrained models from the co-rl[real] extra: SmolLM2-135M-Instruct and Gemma 3 270M.
 
 Installs nothing: skipped where the extra is missing (CI installs it, see tox.ini). One pass over
 what a real run needs: resolve both packaged models (GGUF -> safetensors folder, cached and

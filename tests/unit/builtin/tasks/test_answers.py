@@ -2,7 +2,8 @@ import threading
 
 import pytest
 
-from corl.builtin.tasks.answers import MathVerifier, extract_answer
+from corl.builtin.tasks import answers
+from corl.builtin.tasks.answers import IntegerVerifier, MathVerifier, extract_answer, extract_label
 from corl.protocols import AnswerVerifier
 from corl.runtime.verify import BoundedVerifier
 
@@ -99,3 +100,107 @@ def test_works_under_corls_time_bound_and_off_the_main_thread():
     thread.start()
     thread.join()
     assert out == [True]
+
+
+
+# MATH-style answers of every kind, as a data set's answer column holds them (MATH-500, DeepScaleR,
+# OpenR1: no marker) and as a completion states them: alone, boxed, after "The answer is", and in a
+# sentence without any marker. Each row: the answer field, the label it gives, an equivalent form.
+BARE = [
+    (r"\frac{1}{2}", r"\frac{1}{2}", "0.5"),  # was 2 (the last number)
+    (r"\dfrac{9}{7}", r"\dfrac{9}{7}", r"\frac{9}{7}"),  # was 7
+    (r"2\sqrt{3}", r"2\sqrt{3}", r"\sqrt{12}"),  # was 3
+    ("x^2+1", "x^2+1", "1+x^2"),  # was 1
+    ("(3, 4)", "(3, 4)", "(3,4)"),  # was 4
+    ("2^{10}", "2^{10}", "1024"),  # was 10
+    ("[2, 5)", "[2, 5)", "[2,5)"),  # a half-open interval
+    (r"(-\infty, 3]", r"(-\infty, 3]", r"(-\infty,3]"),
+    (r"(-\infty,-3)\cup(3,\infty)", r"(-\infty,-3)\cup(3,\infty)", r"(3,\infty)\cup(-\infty,-3)"),
+    (r"\{1, 2, 3\}", r"\{1, 2, 3\}", r"\{3, 2, 1\}"),  # a set
+    ("0, 1", "0, 1", r"\{0, 1\}"),  # a list of solutions is a set
+    (r"\left( 3, \frac{\pi}{2} \right)", r"\left( 3, \frac{\pi}{2} \right)", r"(3, \frac{\pi}{2})"),
+    ("6 - 5i", "6 - 5i", "6-5i"),
+    (r"\$32,\!348", "32348", "32348.0"),
+    (r"10\%", r"10\%", "0.1"),
+    (r"12\text{ square units}", r"12\text{ square units}", "12"),
+    (r"\text{(C)}", "(C)", "C"),  # a choice
+    (r"\text{Evelyn}", "Evelyn", "evelyn"),  # text answers compare as words
+    ("42", "42", "42.0"),
+]
+
+
+@pytest.mark.parametrize("field, label, other", BARE, ids=[row[0] for row in BARE])
+def test_a_bare_answer_field_is_the_label_whole(field, label, other):
+    assert extract_label(field) == label
+    assert V.equivalent(other, label) and V.equivalent(label, other)
+
+
+@pytest.mark.parametrize("field, label, other", BARE, ids=[row[0] for row in BARE])
+def test_completions_state_the_same_answer_with_or_without_a_marker(field, label, other):
+    completions = [rf"so the answer is \boxed{{{field}}}", f"The answer is ${field}$.", f"Answer: {field}",
+                   f"We simplify, and so we get ${field}$.", f"Therefore {field}."]
+    if not field.startswith(r"\text"):  # a math answer alone, no marker and no $...$
+        completions.append(field)
+    for text in completions:
+        answer = extract_answer(text)
+        assert answer is not None and V.equivalent(answer, label), (text, answer)
+
+
+@pytest.mark.parametrize("text, answer", [
+    (r"Therefore the sum is 2^{10}.", "2^{10}"),  # undelimited LaTeX in prose: not 10
+    (r"hence 2\sqrt{3} is the length", r"2\sqrt{3}"),  # trailing words skipped
+    ("so the interval is [2, 5).", "[2, 5)"),  # the sentence's period is not part of it
+    ("The point is (3, 4)", "(3, 4)"),
+    ("(so 5)", "5"),  # brackets the span cut in half go
+    ("so x = 5", "5"),  # the last side of an equation, as math-verify reads one
+    ("the roots are 2, 3", "2, 3"),
+    ("She sold 48/2 = <<48/2=24>>24 clips", "24"),  # GSM8K calculator notes are not answers
+    (r"the value is \(2\sqrt{3}\) indeed", r"2\sqrt{3}"),
+    (r"The name is \text{Evelyn}.", "Evelyn"),
+])
+def test_no_marker_the_last_mathematics_in_the_prose(text, answer):
+    assert extract_answer(text) == answer
+
+
+@pytest.mark.parametrize("text", ["Evelyn", "hello", "))", "we went home"])
+def test_words_alone_answer_only_as_labels(text):
+    # A completion of one word is not an answer (a collapsed policy agreeing on "the" earns nothing);
+    # a label may be one ("Evelyn"); neither is a pair of brackets.
+    assert extract_answer(text) is None
+    assert extract_label(text) == (text if text[0].isalpha() else None)
+
+
+def test_a_worked_solution_without_a_marker_labels_its_last_mathematics():
+    assert extract_label("She has 3+4 = 7 apples.") == "7"
+    assert extract_label("#### 2^{10}") == "2^{10}" and extract_label(r"It is \boxed{(3, 4)}.") == "(3, 4)"
+
+
+def test_text_answers_never_reach_sympy():
+    # to sympy, "Evelyn" and "Nevely" are the same product of six symbols
+    assert not V.equivalent("Evelyn", "Nevely") and V.equivalent("New York", "new  york")
+    assert not V.equivalent("Evelyn", "5") and not V.equivalent("even", "odd")
+
+
+@pytest.mark.parametrize("a, b", [("(3, 4)", "(4, 3)"), ("[2, 5)", "(2, 5)"), (r"\{1, 2, 3\}", r"\{1, 2\}"),
+                                  ("(C)", "D"), ("2^{10}", "1000")])
+def test_structures_that_differ(a, b):
+    assert not V.equivalent(a, b) and not V.equivalent(b, a)
+
+
+def test_plain_numbers_never_call_math_verify(monkeypatch):
+    def refuse(*args):
+        raise AssertionError("math-verify called on a plain number")
+
+    monkeypatch.setattr(answers, "_parse", refuse)
+    for text in ["I had 3 apples and 4.5 pears, so -12", "#### 1,234", r"\boxed{\frac{1}{2}}", "so 3/4 of it", "72"]:
+        assert extract_answer(text) is not None
+    assert V.equivalent("0.5", r"\frac{1}{2}") and not V.equivalent("1/3", "0.33")
+    assert IntegerVerifier.bounded and IntegerVerifier().label("12") == 12
+
+
+def test_extraction_parses_under_corls_time_bound():
+    bounded = BoundedVerifier(MathVerifier(), seconds=5.0)
+    with bounded.armed():
+        assert bounded.extract("Therefore the sum is 2^{10}.") == "2^{10}"
+        assert bounded.extract("so we get x^2+1 as the polynomial") == "x^2+1"
+    assert bounded.timeouts == 0

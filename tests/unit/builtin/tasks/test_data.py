@@ -46,6 +46,8 @@ def test_jsonl_splits_ids_templates_and_gsm8k_labels(gsm):
                                    Prompt("train-2", "Q: Unlabeled question\nA:", None))
     assert [(p.id, p.label) for p in task.split("eval")] == [("eval-1", "2000"), ("eval-3", "\\frac{9}{2}")]
     assert task.split("seed") == () and task.skipped == {}
+    # messages name a prompt by file and line (blank lines count: they are lines of the file)
+    assert [p.origin for p in task.split("eval")] == [f"{gsm}/data/eval.jsonl:1", f"{gsm}/data/eval.jsonl:3"]
 
 
 def test_relative_paths_follow_the_recipe_not_the_working_directory(gsm, tmp_path_factory, monkeypatch):
@@ -73,6 +75,7 @@ def test_parquet(tmp_path):
     assert [(p.id, p.text, p.label) for p in task.split("eval")] == [("eval-1", "1+1?", "2"),
                                                                      ("eval-2", "Half of one?", "\\dfrac12")]
     assert task.verifier.equivalent(task.split("eval")[1].label, "0.5")
+    assert task.split("eval")[1].origin == f"{tmp_path}/math.parquet row 2"
     (tmp_path / "bad.parquet").write_text("not parquet")
     with pytest.raises(CorlError, match=r"^task\.train: cannot read .*bad\.parquet: "):
         DataTask(attrs.evolve(config, train="bad.parquet"), ctx_for(tmp_path / "r.toml"))
@@ -95,7 +98,8 @@ BAD_ROWS = [
     ('{"prompt": "p", "answer": "1"}', r"missing field 'question' \(fields: prompt, answer\)"),
     ('{"question": "  ", "answer": "1"}', r"empty prompt in field 'question'"),
     ('{"question": "no label"}', r"missing field 'answer'; eval rows need answers"),
-    ('{"question": "q", "answer": "no digits"}', r"no math answer found in field 'answer'"),
+    ('{"question": "q", "answer": "the working is left to the reader as an exercise"}',
+     r"no math answer found in field 'answer'"),  # (a word or short phrase is a text answer: "Evelyn")
 ]
 
 
@@ -166,9 +170,16 @@ RECIPE = {
 
 
 def test_recipes_validate_the_task_table(registry):
-    spec = load_recipe(RECIPE, registry=registry)
+    with pytest.raises(ConfigError) as info:  # zoo models warm-start on the seed file: without one, on nothing
+        load_recipe(RECIPE, registry=registry)
+    assert info.value.problems == tuple(
+        f"<recipe>: agents[{i}].model: zoo:{name} needs a labeled seed split to warm-start on; the jsonl task has "
+        'none: give task.seed = "FILE" (labeled rows) or a model folder' for i, name in enumerate(["llama-tiny",
+                                                                                                 "qwen2-tiny"]))
+    assert load_recipe(RECIPE, ["zoo.steps=0"], registry=registry).task.config.seed is None  # untrained: asked for
+    spec = load_recipe(RECIPE, ["task.seed=data/seed.jsonl"], registry=registry)
     assert spec.task.type == "jsonl" and spec.task.config.train == "data/train.jsonl"
-    assert spec.task.config.answers == "integer" and spec.task.config.seed is None
+    assert spec.task.config.answers == "integer" and spec.task.config.seed == "data/seed.jsonl"
     with pytest.raises(ConfigError) as info:
         load_recipe(RECIPE, ["task.answers=roman", "task.template=Q: {question}", "task.trian=x", "task.limit=-1"],
                     registry=registry)

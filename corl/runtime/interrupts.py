@@ -1,0 +1,38 @@
+"""Stopping a run on SIGINT / SIGTERM with its completed steps saved.
+
+A signal asks the run's :class:`~corl.types.StopToken` for a stop (:class:`corl.runtime.process.
+StopOnSignal`). Building the agents (a warm-start) and, in a one-process run, an evaluation are
+abandoned at the token's next check point; a training step, a checkpoint write and the final save
+finish first. Either way the last completed step is checkpointed (unless a checkpoint of it is on
+disk already) before :class:`~corl.errors.Interrupted` reports where the run stopped, and repeated
+signals never interrupt that write.
+"""
+
+from __future__ import annotations
+
+from corl.errors import Interrupted
+from corl.runtime import checkpoint
+
+
+def exchange(run, step: int) -> str | None:
+    """After ``step``: a signal on any rank stops every rank here (raises :class:`Interrupted`);
+    otherwise returns an observer's early-stop request on any rank (None: go on)."""
+    flags = run.layout.everyone((run.stop.signal, run.stop_reason), f"step {step}: checking for signals")
+    signum = next((s for s, _ in flags if s), None)
+    if signum is not None:
+        raise stopped(run, signum, f"after step {step}")
+    return next((r for _, r in flags if r), None)
+
+
+def stopped(run, signum: int, where: str | None = None) -> Interrupted:
+    """The :class:`Interrupted` for stopping now, once the last completed step is on disk."""
+    where = where or run.phase
+    step = run.completed
+    if step > 0 and run.checkpointed_step != step:
+        path = run.checkpoint(step)
+    else:
+        path = checkpoint.latest(run.checkpoint_root)
+    if path is None:
+        return Interrupted(signum, f"{where}; nothing was trained yet, so there is no checkpoint; run the same "
+                                   "command again to start over")
+    return Interrupted(signum, f"{where}; checkpoint {path}; continue with --resume")

@@ -1,0 +1,261 @@
+"""corl-wandb and corl-mlflow, offline: a run logs what the tensorboard observer logs (read back from
+the W&B run's transaction log and from MLflow's file store), the recipe as config, and closes its
+tracker run on success, on failure and across a resume."""
+
+import importlib
+import json
+import os
+import struct
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import corl
+from corl.errors import ConfigError, PluginError
+from corl.testing import fake_recipe
+from tests.kit import ROOT
+
+
+def _plugin(name, library):
+    # tox installs both with their trackers (CORL_TEST_PLUGINS=1) and a missing one fails there; elsewhere
+    # a checkout's plugin folder is imported as is, and a missing tracker library skips
+    if not os.environ.get("CORL_TEST_PLUGINS"):
+        pytest.importorskip(library, reason=f"pip install -e plugins/{name.replace('_', '-')}")
+        folder = str(ROOT / "plugins" / name.replace("_", "-"))
+        if importlib.util.find_spec(name) is None and folder not in sys.path:
+            sys.path.append(folder)
+    return importlib.import_module(name)
+
+
+corl_wandb, corl_mlflow = _plugin("corl_wandb", "wandb"), _plugin("corl_mlflow", "mlflow")
+
+
+@pytest.fixture(autouse=True)
+def no_autoload(monkeypatch):
+    """The plugin module is handed to the run, so an installed copy must not load twice."""
+    monkeypatch.setenv("CORL_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+
+
+def recipe(**changes):
+    return fake_recipe(**{"run.steps": 4, "eval.every": 2, "run.observers": ["jsonl", "tensorboard"], **changes})
+
+
+def tensorboard_scalars(out: Path) -> dict[str, dict[int, float]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(out / "tensorboard"))
+    events.Reload()
+    return {tag: {e.step: e.value for e in events.Scalars(tag)} for tag in events.Tags()["scalars"]}
+
+
+class FailAtStep:
+    def __init__(self, step):
+        self.step = step
+
+    @corl.hookimpl
+    def corl_on_step_end(self, run, step, metrics):
+        if step == self.step:
+            raise RuntimeError("injected failure")
+
+
+# -- Weights & Biases ---------------------------------------------------------------------------
+
+
+def wandb_records(out: Path, runs: int = 1) -> list:
+    """Every record of the ``runs`` offline runs under ``out/wandb``, oldest first, once each has its
+    exit record (wandb's service writes the log after ``finish`` returns)."""
+    deadline = time.monotonic() + 60
+    while True:
+        records = _read_wandb_logs(out)
+        if len(of(records, "exit")) >= runs or time.monotonic() > deadline:
+            return records
+        time.sleep(0.2)
+
+
+def _read_wandb_logs(out: Path) -> list:
+    """The .wandb files' records. The file is a LevelDB-style log: 32 KiB blocks of chunks, each
+    after a 7-byte header of checksum, length and type (full, first, middle, last)."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    records = []
+    for path in sorted(out.glob("wandb/offline-run-*/run-*.wandb")):
+        data = path.read_bytes()
+        assert data[:4] == b":W&B"
+        pos, parts = 7, []
+        while pos + 7 <= len(data):
+            if 32768 - pos % 32768 < 7:  # a block's tail too short for a header is padding
+                pos += 32768 - pos % 32768
+                continue
+            _, length, kind = struct.unpack("<IHB", data[pos: pos + 7])
+            if kind == 0:
+                pos += 32768 - pos % 32768
+                continue
+            parts.append(data[pos + 7: pos + 7 + length])
+            pos += 7 + length
+            if kind in (1, 4):  # a full record, or the last chunk of one
+                record = pb.Record()
+                record.ParseFromString(b"".join(parts))
+                records.append(record)
+                parts = []
+    return records
+
+
+def wandb_history(records) -> dict[str, dict[int, float]]:
+    out: dict[str, dict[int, float]] = {}
+    for r in records:
+        if r.WhichOneof("record_type") == "history":
+            row = {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in r.history.item}
+            for key, value in row.items():
+                if not key.startswith("_"):
+                    out.setdefault(key, {})[r.history.step.num] = value
+    return out
+
+
+def of(records, kind):
+    return [getattr(r, kind) for r in records if r.WhichOneof("record_type") == kind]
+
+
+def test_wandb_offline_logs_the_tensorboard_scalars_and_the_recipe(corl_run):
+    summary, out = corl_run(recipe(**{"observers.wandb.mode": "offline", "observers.wandb.project": "co-rl-test",
+                                      "observers.wandb.tags": ["ring", "fake"]}), plugins=[corl_wandb])
+    records = wandb_records(out)
+    expected = tensorboard_scalars(out)
+    assert "train/fake0/reward_mean" in expected and "eval/fake0/pass@1" in expected  # what tensorboard has
+    assert any(k.startswith("cohort/") for k in expected)
+    history = wandb_history(records)
+    assert history.keys() == expected.keys()
+    for key, steps in expected.items():
+        assert history[key].keys() == steps.keys(), key
+        assert history[key] == pytest.approx(steps, rel=1e-6), key  # tensorboard stores float32
+    assert sorted(history["eval/fake0/pass@1"]) == [0, 2, 4]
+    run = of(records, "run")[0]
+    assert (run.project, run.display_name, list(run.tags)) == ("co-rl-test", "tiny", ["ring", "fake"])
+    updates = [*run.config.update, *(item for c in of(records, "config") for item in c.update)]
+    config = {item.key: json.loads(item.value_json) for item in updates}
+    assert config["run"]["steps"] == 4 and config["agents"][0]["name"] == "fake0"
+    assert [e.exit_code for e in of(records, "exit")] == [0]
+    assert json.loads((out / "wandb.json").read_text())["id"] == run.run_id
+
+
+def test_wandb_closes_its_run_when_the_run_fails(corl_run, tmp_path):
+    with pytest.raises(PluginError, match="injected failure"):
+        corl_run(recipe(**{"observers.wandb.mode": "offline"}), plugins=[corl_wandb, FailAtStep(2)])
+    records = wandb_records(tmp_path / "run0")  # corl_run's first output folder
+    assert [e.exit_code for e in of(records, "exit")] == [1]
+    assert sorted(wandb_history(records)["train/fake0/reward_mean"]) == [1, 2]
+
+
+def test_a_resumed_run_continues_the_same_wandb_run(tmp_path):
+    from corl.runtime import run
+    from corl.testing import FakePlugin
+
+    where = f"run.output_dir='{tmp_path}'"
+    data = recipe(**{"run.checkpoint_every": 2, "observers.wandb.mode": "offline"})
+    with pytest.raises(PluginError, match="injected failure"):
+        run(data, [where], plugins=[FakePlugin(), corl_wandb, FailAtStep(3)])
+    run(data, [where], plugins=[FakePlugin(), corl_wandb], resume=True)
+    records = wandb_records(tmp_path, runs=2)
+    assert len({r.run_id for r in of(records, "run")}) == 1  # two offline folders, one W&B run
+    assert [e.exit_code for e in of(records, "exit")] == [1, 0]
+    assert sorted(wandb_history(records)["train/fake0/reward_mean"]) == [1, 2, 3, 4]
+
+
+def test_a_bad_wandb_mode_is_one_line_naming_the_key(corl_run):
+    with pytest.raises(ConfigError, match=r"observers\.wandb\.mode: invalid value 'cloud'; valid: '', 'online', "
+                                          r"'offline', 'disabled'"):
+        corl_run(recipe(**{"observers.wandb.mode": "cloud"}), plugins=[corl_wandb])
+
+
+# -- MLflow -------------------------------------------------------------------------------------
+
+
+def mlflow_client(out: Path):
+    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=(out / "mlruns").as_uri())
+
+
+def mlflow_history(client, run_id) -> dict[str, dict[int, float]]:
+    run = client.get_run(run_id)
+    out = {}
+    for key in run.data.metrics:
+        history = client.get_metric_history(run_id, key)
+        assert len({m.step for m in history}) == len(history), f"{key} logged twice at one step"
+        out[key] = {m.step: m.value for m in history}
+    return out
+
+
+def test_mlflow_file_store_logs_the_tensorboard_scalars_and_the_recipe(corl_run):
+    _, out = corl_run(recipe(**{"observers.mlflow.experiment": "co-rl-test", "observers.mlflow.tags": ["topology=ring"]}),
+                      plugins=[corl_mlflow])
+    assert (out / "mlruns").is_dir()  # the default store: file:OUTPUT_DIR/mlruns
+    client = mlflow_client(out)
+    run_id = json.loads((out / "mlflow.json").read_text())["run_id"]
+    run = client.get_run(run_id)
+    expected = {corl_mlflow.metric_name(k): v for k, v in tensorboard_scalars(out).items()}
+    assert "eval/fake0/pass_at_1" in expected and "train/fake0/reward_mean" in expected
+    history = mlflow_history(client, run_id)
+    assert history.keys() == expected.keys()
+    for key in expected:
+        assert history[key] == pytest.approx(expected[key], rel=1e-6), key
+    assert run.info.status == "FINISHED" and run.info.run_name == "tiny"
+    assert client.get_experiment(run.info.experiment_id).name == "co-rl-test"
+    assert run.data.tags["topology"] == "ring"
+    assert run.data.params["run.steps"] == "4" and run.data.params["agents.0.name"] == "fake0"
+    local = client.download_artifacts(run_id, "recipe.json", str(out / "artifact"))
+    assert json.loads(Path(local).read_text()) == json.loads((out / "recipe.json").read_text())
+
+
+def test_mlflow_marks_a_failed_run_failed(corl_run, tmp_path):
+    uri = (tmp_path / "store").as_uri()
+    with pytest.raises(PluginError, match="injected failure"):
+        corl_run(recipe(**{"observers.mlflow.tracking_uri": uri}), plugins=[corl_mlflow, FailAtStep(2)])
+    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("corl").experiment_id])
+    assert run.info.status == "FAILED"
+    assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "train/fake0/reward_mean")) == [1, 2]
+
+
+def test_a_resumed_run_continues_the_same_mlflow_run(tmp_path):
+    from corl.runtime import run
+    from corl.testing import FakePlugin
+
+    where = f"run.output_dir='{tmp_path}'"
+    data = recipe(**{"run.checkpoint_every": 2, "observers.mlflow.experiment": "resume"})
+    with pytest.raises(PluginError, match="injected failure"):
+        run(data, [where], plugins=[FakePlugin(), corl_mlflow, FailAtStep(3)])
+    run(data, [where], plugins=[FakePlugin(), corl_mlflow], resume=True)
+    client = mlflow_client(tmp_path)
+    (only,) = client.search_runs([client.get_experiment_by_name("resume").experiment_id])
+    assert only.info.status == "FINISHED"
+    steps = [m.step for m in client.get_metric_history(only.info.run_id, "train/fake0/reward_mean")]
+    assert sorted(steps) == [1, 2, 3, 3, 4]  # step 3 ran twice: before the failure and after the resume
+
+
+def test_metric_names_mlflow_accepts():
+    assert corl_mlflow.metric_name("eval/llama/maj@8") == "eval/llama/maj_at_8"
+    assert corl_mlflow.metric_name("cohort/phi/llama-qwen2") == "cohort/phi/llama-qwen2"
+    assert corl_mlflow.flatten({"run": {"steps": 4}, "agents": [{"lr": 1e-5}], "eval": {"ks": [1, 2]}}) == {
+        "run.steps": "4", "agents.0.lr": "1e-05", "eval.ks": "[1, 2]"}
+
+
+# -- both ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("plugin", ["corl-wandb", "corl-mlflow"])
+def test_the_tracker_plugins_are_distributions_of_their_own(plugin):
+    from packaging.requirements import Requirement
+
+    meta = tomllib.loads((ROOT / "plugins" / plugin / "pyproject.toml").read_text())["project"]
+    module = plugin.replace("-", "_")
+    assert meta["entry-points"]["corl"] == {plugin.split("-")[1]: module}
+    assert "co-rl" in {Requirement(r).name for r in meta["dependencies"]}
+    assert (ROOT / "plugins" / plugin / "README.md").exists()

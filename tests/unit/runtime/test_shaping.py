@@ -1,0 +1,163 @@
+"""Reward shaping in a run: each [[shaping]] term, times its weight, is added to the router's reward of
+every completion; the peer reward stays what the label-free metrics read; a term that reads labels is
+refused in a label-free recipe; what a term returns is checked where it comes back."""
+
+import json
+import math
+
+import pytest
+
+import corl
+from corl.errors import ConfigError, PluginError
+from corl.plugins import build_registry, make_plugin_manager
+from corl.recipe import load_recipe, to_dict
+from corl.testing import FakeOptimizer, FakeOptimizerConfig, FakePlugin, fake_recipe
+from corl.types import NoConfig
+
+
+class Flat:
+    """A label-free router object: every completion gets 0.5."""
+
+    def route(self, votes, labels, verifier, aggregator, truth=None):
+        return {name: [[0.5] * len(row) for row in rows] for name, rows in votes.items()}
+
+
+class Terms:
+    """Shaping terms with known values, and an optimizer that records the rewards it trains on."""
+
+    trained: list = []  # (agent, rewards) per step
+    truths: list = []
+
+    class SampleIndex:  # value = the sample's index in its group
+        def __init__(self, config, ctx):
+            pass
+
+        def score(self, rollout, answers, verifier, truth=None):
+            Terms.truths.append(truth)
+            return [list(range(len(row))) for row in rollout.texts]
+
+    class Answered:  # 1 for a completion that states an answer
+        def __init__(self, config, ctx):
+            pass
+
+        def score(self, rollout, answers, verifier, truth=None):
+            return [[float(a is not None) for a in row] for row in answers]
+
+    class Correct(Answered):  # reads labels: declared
+        needs_labels = True
+
+        def score(self, rollout, answers, verifier, truth=None):
+            Terms.truths.append(truth)
+            return [[float(a is not None and verifier.equivalent(a, t)) for a in row] for row, t in zip(answers, truth)]
+
+    class Broken(Answered):
+        value = math.nan
+
+        def score(self, rollout, answers, verifier, truth=None):
+            return [[self.value] * len(row) for row in rollout.texts]
+
+    class Short(Answered):
+        def score(self, rollout, answers, verifier, truth=None):
+            return [[0.0] for _ in rollout.texts]  # one value per prompt, not per sample
+
+    class Recording(FakeOptimizer):
+        def step(self, rollout, rewards):
+            Terms.trained.append((rollout.agent, [list(r) for r in rewards]))
+            return super().step(rollout, rewards)
+
+    @corl.hookimpl
+    def corl_register_components(self, registry):
+        for name, cls in [("index", self.SampleIndex), ("answered", self.Answered), ("correct", self.Correct),
+                          ("broken", self.Broken), ("short", self.Short)]:
+            registry.add("shaping", name, cls, NoConfig)
+        registry.add("optimizer", "recording", self.Recording, FakeOptimizerConfig)
+
+
+def recipe(shaping, **changes):
+    data = fake_recipe(agents=2, **{"run.steps": 2, "voting.n_votes": 4, "voting.n_train": 3, **changes})
+    for agent in data["agents"]:
+        agent["optimizer"]["type"] = "recording"
+    data["shaping"] = shaping
+    return data
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    Terms.trained, Terms.truths = [], []
+
+
+def test_terms_times_their_weights_are_added_to_the_peer_reward(corl_run):
+    _, out = corl_run(recipe([{"type": "index", "weight": 2.0}, {"type": "answered", "weight": -0.25}]),
+             plugins=[Terms()], router=Flat())
+    assert len(Terms.trained) == 4  # 2 agents x 2 steps
+    for _, rewards in Terms.trained:  # the first n_train = 3 samples: 0.5 + 2 * index - 0.25 (fake agents always answer)
+        assert rewards == [[0.5 + 2 * s - 0.25 for s in range(3)]] * 8
+    records = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    for m in (m for r in records if r["kind"] == "train" for m in r["agents"].values()):
+        assert m["reward_mean"] == 0.5 and m["reward_std"] == 0.0  # the peer reward, as the health checks read it
+        assert m["shaping/index"] == 1.0 and m["shaping/answered"] == 1.0
+        assert m["shaped_reward_mean"] == pytest.approx(0.5 + 2.0 - 0.25)
+        assert m["shaped_reward_std"] == pytest.approx(2 * math.sqrt(2 / 3))
+    assert Terms.truths and all(t is None for t in Terms.truths)  # a term that does not declare labels gets none
+
+
+def test_without_shaping_the_optimizer_trains_on_the_peer_reward(corl_run):
+    corl_run(recipe([]), plugins=[Terms()], router=Flat())
+    assert all(rewards == [[0.5] * 3] * 8 for _, rewards in Terms.trained)
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return build_registry(make_plugin_manager([FakePlugin(), Terms()], autoload=False))
+
+
+def test_a_term_that_reads_labels_is_refused_in_a_label_free_recipe(registry):
+    with pytest.raises(ConfigError) as info:
+        load_recipe(recipe([{"type": "answered"}, {"type": "correct", "weight": 0.5}]), registry=registry)
+    assert list(info.value.problems) == [
+        "<recipe>: shaping[1].type: 'correct' rewards with ground-truth labels, which a label-free run never reads; "
+        "drop it, or declare a supervised baseline (run.supervised = true)"]
+
+
+def test_a_supervised_run_hands_labels_to_the_term_that_declares_it(corl_run):
+    corl_run(recipe([{"type": "correct"}], **{"run.supervised": True, "topology.type": "ground_truth"}),
+             plugins=[Terms()])
+    assert Terms.truths and all(t is not None and all(isinstance(x, int) for x in t) for t in Terms.truths)
+
+
+@pytest.mark.parametrize("shaping, problem", [
+    ([{"weight": 1.0}], "shaping[0].type: missing; available: answered, boxed, broken, correct, index, length_penalty, "
+                        "regex, short"),
+    ([{"type": "nope"}], "shaping[0].type: unknown shaping 'nope'; available: answered, boxed"),
+    ([{"type": "boxed", "weight": "high"}], "shaping[0].weight: expected a number, got 'high'"),
+    ([{"type": "boxed", "colour": 1}], "shaping[0].colour: unknown key"),
+    ([{"type": "boxed"}, {"type": "boxed"}], "shaping[1].name: 'boxed' is also shaping[0]'s name"),
+    ([{"type": "length_penalty", "max_tokens": 8, "buffer": 8}], "shaping[0]: buffer (8) must be below max_tokens (8)"),
+    ([{"type": "regex", "pattern": "(unclosed"}], "shaping[0].pattern: invalid value '(unclosed': not a regular "
+                                                  "expression"),
+    ({"type": "boxed"}, "shaping: expected [[shaping]] tables"),
+])
+def test_recipe_mistakes_in_shaping_name_their_key_path(registry, shaping, problem):
+    with pytest.raises(ConfigError) as info:
+        load_recipe(recipe(shaping), registry=registry)
+    assert any(p.startswith(f"<recipe>: {problem}") for p in info.value.problems), info.value.problems
+
+
+def test_the_resolved_recipe_lists_shaping_only_when_there_is_some(registry):
+    spec = load_recipe(recipe([{"type": "boxed", "weight": 0.1}, {"type": "length_penalty", "name": "long",
+                                                                  "max_tokens": 64, "buffer": 16}]), registry=registry)
+    assert to_dict(spec)["shaping"] == [{"type": "boxed", "name": "boxed", "weight": 0.1},
+                                        {"type": "length_penalty", "name": "long", "weight": 1.0, "max_tokens": 64,
+                                         "buffer": 16}]
+    assert "shaping" not in to_dict(load_recipe(recipe([]), registry=registry))
+
+
+@pytest.mark.parametrize("term, message", [
+    ("broken", r"shaping 'broken' \('broken', plugin .*Terms.*\) returned nan \(agent 'fake0', prompt 0, sample 0\); "
+               r"expected a finite number"),
+    ("short", r"shaping 'short' \('short', plugin .*\) returned 1 values for prompt 0 of agent 'fake0', expected one "
+              r"per sample \(4\)"),
+])
+def test_what_a_term_returns_is_checked_at_the_boundary(corl_run, term, message):
+    with pytest.raises(PluginError, match=message):
+        corl_run(recipe([{"type": term}]), plugins=[Terms()])
