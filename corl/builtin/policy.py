@@ -285,7 +285,8 @@ class PolicyGradient:
         state["state"] = {k: {n: t.to_local() if hasattr(t, "to_local") else t for n, t in s.items()}
                           for k, s in state["state"].items()}
         torch.save(state, Path(path) / self._state_file())
-        (Path(path) / "schedule.json").write_text(json.dumps({"steps_done": self.steps_done}))
+        if self.group.rank == 0:  # the same count on every rank of a group: its first writes it
+            (Path(path) / "schedule.json").write_text(json.dumps({"steps_done": self.steps_done}))
 
     def load_state(self, path: str) -> None:
         import torch
