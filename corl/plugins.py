@@ -1,5 +1,7 @@
 """The per-run plugin manager and the component registry it fills.
 
+(Just over 300 lines: loading, the registry and the failure records one `corl plugins` shows.)
+
 Built-ins and third-party packages register through the same hook. Entry points of the ``corl``
 group load automatically unless ``CORL_DISABLE_PLUGIN_AUTOLOAD`` is set to a true value;
 ``CORL_PLUGINS=a,b`` loads only the named entry points or distributions (an allow-list, as llm's
