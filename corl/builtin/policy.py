@@ -1,6 +1,9 @@
 """Policy optimizers: GRPO and RLOO share one clipped policy-gradient loss and differ only in
 the advantage estimator.
 
+(Just over 300 lines: the loss, its options and the step that runs them on one rank or a sharded
+agent's group read best side by side.)
+
 Options are registered functions looked up by name, not branches: how a minibatch's per-token
 losses become one loss (:data:`LOSS_AGGREGATIONS`: token mean, sequence mean, Dr. GRPO's constant)
 and how the learning rate moves over the run (:data:`SCHEDULES`: constant, linear, cosine, after

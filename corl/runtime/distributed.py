@@ -205,7 +205,7 @@ class Distributed(Local):
         return lost
 
     def close(self, *, wait: bool = True) -> None:
-        """Tear the groups down while the interpreter is alive: data-parallel groups, then the world
+        """Tear the groups down while the interpreter is alive: the agents' groups, then the world
         group, and with them the launcher's store they hold (rank 0 hosts it). ``wait`` first meets
         every rank, so no rank drops the store while another still talks through it (left to
         interpreter shutdown, that race aborted a rank: "terminate called without an active exception")."""
