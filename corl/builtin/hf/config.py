@@ -65,7 +65,7 @@ def _needs_peft(instance, attribute, value: int) -> None:
     import importlib.util
 
     if value and importlib.util.find_spec("peft") is None:
-        raise ValueError("adapters need the peft package (not installed); install it with pip install 'corl[lora]'")
+        raise ValueError("adapters need the peft package (not installed); install it with pip install 'co-rl[lora]'")
 
 
 def _module_names(instance, attribute, value) -> None:

@@ -24,7 +24,7 @@ def add_adapters(model, settings, who: str):
     try:
         from peft import LoraConfig, get_peft_model
     except ImportError:
-        raise CorlError(f"{who}: lora needs the peft package; install it with pip install 'corl[lora]'") from None
+        raise CorlError(f"{who}: lora needs the peft package; install it with pip install 'co-rl[lora]'") from None
     config = LoraConfig(r=settings.rank, lora_alpha=settings.alpha, lora_dropout=settings.dropout, bias="none",
                         target_modules=list(settings.target_modules) or "all-linear", task_type="CAUSAL_LM")
     try:

@@ -14,7 +14,7 @@ from corl.errors import ConfigError, CorlError
 from corl.recipe import load_recipe
 from tests.kit import zoo_context
 
-peft = pytest.importorskip("peft")  # the corl[lora] extra (tox installs it)
+peft = pytest.importorskip("peft")  # the co-rl[lora] extra (tox installs it)
 
 LORA = LoraSettings(rank=4, alpha=8.0, target_modules=("q_proj", "v_proj", "up_proj"))
 

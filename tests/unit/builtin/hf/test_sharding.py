@@ -199,7 +199,9 @@ def test_two_ranks_in_mixed_precision_train_like_one(tmp_path, cache_dir):
         for step in res["steps"]:
             assert abs(step["loss"] - step["loss0"]) < 1e-2, step
             assert abs(step["grad_norm"] - step["grad_norm0"]) < 2e-2 * step["grad_norm0"], step
-        assert res["gradients"] < 1e-2 and res["weights"] < 1e-2
+        # the updates move a weight by up to ~6e-3 (measured here: two ranks equal one to 0.0 in weights,
+        # 2e-10 in gradients); a bound of 1e-2 on weights would pass without any update at all
+        assert res["gradients"] < 1e-2 and res["weights"] < res["moved"] / 20
         assert res["resumed"]
 
 
