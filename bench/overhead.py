@@ -87,9 +87,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     args = parser.parse_args()
     torch.set_num_threads(2)
-    from corl.plugins import _corl_version
+    from corl.plugins import corl_version
 
-    print(f"corl {_corl_version()}; torch {torch.__version__}; {torch.get_num_threads()} threads; "
+    print(f"corl {corl_version()}; torch {torch.__version__}; {torch.get_num_threads()} threads; "
           "32 prompts x 16 votes (8 trained) per agent and step")
     rows, single = [], None
     with tempfile.TemporaryDirectory() as out:

@@ -2,6 +2,7 @@
 
   pip install 'trl==1.16.*'          # the benchmark's own dependency (tox -e bench installs it)
   python bench/trl_compare.py [--steps 8] [--rounds 2]
+  python bench/trl_compare.py --model smollm2 [--steps 3] [--rounds 2]   # a real model (bench/trl_real.py)
 
 One agent, GRPO, the same zoo model (zoo:llama-tiny, warm-started weights saved once and loaded
 by both), the same task, 32 prompts x 8 generations per step, at most 6 new tokens, temperature 1,
@@ -158,16 +159,28 @@ def same_signal(run: Run, trainer) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=8, help="timed steps per round (after 2 warm-up steps)")
+    parser.add_argument("--steps", type=int, default=None, help="timed steps per round (after 2 warm-up steps; "
+                                                                  "default 8, for smollm2 3)")
     parser.add_argument("--rounds", type=int, default=2)
-    args = parser.parse_args()
+    parser.add_argument("--model", choices=["zoo", "smollm2"], default="zoo",
+                        help="zoo: the tiny zoo model in one process; smollm2: SmolLM2-135M-Instruct, each side in "
+                             "its own process for its peak RSS (bench/trl_real.py)")
+    args, rest = parser.parse_known_args()
+    if args.model == "smollm2":
+        import subprocess
+        import sys
+
+        script = Path(__file__).with_name("trl_real.py")
+        steps = ["--steps", str(args.steps)] if args.steps else []
+        raise SystemExit(subprocess.call([sys.executable, str(script), *steps, "--rounds", str(args.rounds), *rest]))
+    args.steps = args.steps or 8
     import transformers
     import trl
 
-    from corl.plugins import _corl_version
+    from corl.plugins import corl_version
 
     torch.set_num_threads(2)
-    print(f"corl {_corl_version()}, TRL {trl.__version__}, transformers {transformers.__version__}, torch "
+    print(f"corl {corl_version()}, TRL {trl.__version__}, transformers {transformers.__version__}, torch "
           f"{torch.__version__}, {torch.get_num_threads()} threads; zoo:llama-tiny, {PROMPTS} prompts x "
           f"{GENERATIONS} generations, <= {NEW_TOKENS} new tokens, GRPO, one update per step")
     per_step = PROMPTS * GENERATIONS

@@ -66,13 +66,16 @@ class Agent(Protocol):
         """Keep a frozen copy of the current weights for ``token_logprobs(..., reference=True)``."""
 
     def save(self, path: str) -> None:
-        """Export the agent's weights (and tokenizer) in its engine's native format."""
+        """Export the agent's weights (and tokenizer) in its engine's native format. On several
+        ranks every rank of the agent's group calls it; only ``ctx.group.rank == 0`` should write."""
 
     def save_state(self, path: str) -> None:
-        """Write what a checkpoint needs to restore the trained weights exactly (safetensors)."""
+        """Write what a checkpoint needs to restore the trained weights exactly (safetensors). On
+        several ranks every rank of the group calls it with the same ``path``: each writes what it
+        alone holds (its shard) under a name of its own, or only group rank 0 writes."""
 
     def load_state(self, path: str) -> None:
-        """Restore the weights written by ``save_state``."""
+        """Restore the weights written by ``save_state`` (every rank of the group)."""
 
 
 @runtime_checkable
@@ -139,7 +142,8 @@ class Optimizer(Protocol):
         ``nonfinite = 1.0`` in the returned metrics (the run counts and acts on it)."""
 
     def save_state(self, path: str) -> None:
-        """Write the optimizer's state (moments, step counts) for a checkpoint."""
+        """Write the optimizer's state (moments, step counts) for a checkpoint (every rank of the
+        agent's group, as :meth:`Agent.save_state`)."""
 
     def load_state(self, path: str) -> None:
         """Restore the state written by ``save_state``."""

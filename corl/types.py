@@ -89,17 +89,29 @@ class StepMetrics:
 
 
 class OneRank:
-    """The data-parallel group of an agent on one rank, as its optimizer sees it (``ctx.group``):
-    nothing to reduce. Several ranks get a real group from the run (corl.runtime.distributed)."""
+    """The ranks that hold an agent, as its agent and optimizer see them (``ctx.group``): here one,
+    nothing to reduce. Several ranks get a real group from the run (corl.runtime.groups).
+
+    An agent on several ranks is sharded by a sharding engine over :meth:`mesh` (the ``hf`` agent:
+    PyTorch FSDP2), which reduces its gradients; the optimizer adds up token counts with :meth:`sum`
+    and agrees on loop counts with :meth:`max` (a sharded model's forward and backward passes are
+    collective: every rank of the group runs as many as the others)."""
 
     size = 1
+    rank = 0  # this process's position in the group (0 writes the files the group shares)
 
     def sum(self, values: Sequence[float]) -> list[float]:
         """Element-wise sum of small per-rank numbers over the group."""
         return [float(v) for v in values]
 
-    def sum_gradients(self, params: Sequence[Any]) -> None:
-        """Replace every parameter's gradient by its sum over the group."""
+    def max(self, values: Sequence[float]) -> list[float]:
+        """Element-wise maximum of small per-rank numbers over the group."""
+        return [float(v) for v in values]
+
+    def mesh(self, device_type: str) -> Any:
+        """A torch ``DeviceMesh`` over the group's ranks for a sharding engine (``"cpu"`` or
+        ``"cuda"``); None outside a run, which builds none."""
+        return None
 
 
 class StopToken:
@@ -148,8 +160,8 @@ class Context:
 
     Every factory is called as ``factory(config, ctx)``. ``agent`` is set for samplers and
     optimizers (the agent they serve); ``task`` once the task is built. ``group`` is the agent's
-    data-parallel group (:class:`corl.runtime.distributed.Group`; None or one rank: nothing to reduce).
-    ``stop`` is polled by long loops (:class:`StopToken`).
+    ranks (:class:`OneRank`; several: :class:`corl.runtime.groups.TorchGroup`), with the device mesh
+    a sharding engine shards the agent over. ``stop`` is polled by long loops (:class:`StopToken`).
     """
 
     spec: Any

@@ -151,7 +151,8 @@ class TensorboardObserver:
 class CheckpointObserver:
     """Final HF-format checkpoints, one folder per agent, written atomically.
 
-    Runs on every rank (``every_rank``): each agent's first rank exports the agent it holds.
+    Runs on every rank (``every_rank``): every rank of an agent's group calls its ``save`` (a
+    sharded agent gathers its weights), and the group's first rank writes the folder.
     """
 
     every_rank = True
@@ -163,7 +164,7 @@ class CheckpointObserver:
     def corl_on_run_end(self, run, summary):
         def save_local(tmp: Path) -> None:
             for slot in run.agents:
-                if run.layout.leads(slot.name):
+                if run.layout.owns(slot.name):
                     slot.agent.save(str(tmp / slot.name))
 
         def save_shared(tmp: Path) -> None:

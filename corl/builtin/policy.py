@@ -1,6 +1,9 @@
 """Policy optimizers: GRPO and RLOO share one clipped policy-gradient loss and differ only in
 the advantage estimator.
 
+(Just over 300 lines: the loss, its options and the step that runs them on one rank or a sharded
+agent's group read best side by side.)
+
 Options are registered functions looked up by name, not branches: how a minibatch's per-token
 losses become one loss (:data:`LOSS_AGGREGATIONS`: token mean, sequence mean, Dr. GRPO's constant)
 and how the learning rate moves over the run (:data:`SCHEDULES`: constant, linear, cosine, after
@@ -169,7 +172,7 @@ class PolicyGradient:
         import torch
 
         self.config, self.agent, self.advantages = config, ctx.agent, advantages
-        # the agent's data-parallel group: gradients and token counts add up over its ranks
+        # the agent's ranks: token counts add up over them; a sharded agent's engine reduces its gradients
         self.group = ctx.group
         self.params = [p for p in self.agent.parameters() if p.requires_grad]
         self.optim = torch.optim.AdamW(self.params, lr=config.lr, weight_decay=config.weight_decay)
@@ -199,7 +202,7 @@ class PolicyGradient:
         for _ in range(cfg.epochs):
             # The agent's own RNG stream (corl.runtime.rng): seeded by the run, saved in checkpoints.
             order = torch.randperm(len(rows)) if cfg.minibatches > 1 else torch.arange(len(rows))
-            # exactly `minibatches` updates, on every rank of a data-parallel group alike
+            # exactly `minibatches` updates, on every rank of a sharded group alike
             for mb in order.tensor_split(cfg.minibatches):
                 # Without KL, a sample with zero advantage adds exactly zero loss: skip its compute.
                 active = mb if cfg.kl > 0 else mb[adv[mb].abs() > 1e-8]
@@ -209,8 +212,14 @@ class PolicyGradient:
                 denominator = max(aggregate.denominator(tokens, sequences, cfg.loss_constant), 1.0)
                 if group_active == 0:
                     continue
-                # (a rank with nothing active here still joins the group's reductions below)
-                for micro in active.split(cfg.micro_batch_size) if len(active) else ():
+                micros = list(active.split(cfg.micro_batch_size)) if len(active) else []
+                # A sharded agent's forward and backward passes are collective: every rank of the group runs
+                # as many micro-batches as the busiest one, a rank short of data on zero-weight passes.
+                for i in range(int(group.max([len(micros)])[0]) if group.size > 1 else len(micros)):
+                    if i >= len(micros):
+                        self._idle_pass(batch, rows[:1])
+                        continue
+                    micro = micros[i]
                     sel = rows[micro]
                     mask = mask_all[sel].float()
                     logp, entropy = self.agent.token_logprobs(batch, sel)
@@ -222,16 +231,21 @@ class PolicyGradient:
                                                cfg.epsilon_high, aggregate.numerator)
                     if not torch.isfinite(loss):
                         nonfinite = True
-                        break
+                        if group.size == 1:
+                            break
+                    # (in a group, a non-finite loss still goes backward: the passes are collective; no update follows)
                     (loss / denominator).backward()
+                    if nonfinite:
+                        continue
                     totals["entropy"] += float((entropy * mask).sum())
                     for k, val in stats.items():
                         totals[k] += float(val)
                     n_tokens_seen += float(mask.sum())
                 nonfinite = group.sum([nonfinite])[0] > 0  # one rank's NaN skips the group's update
                 if not nonfinite:
-                    group.sum_gradients(self.params)
                     norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
+                    if hasattr(norm, "full_tensor"):  # a sharded agent's norm: a DTensor of partial sums
+                        norm = norm.full_tensor()
                     nonfinite = not torch.isfinite(norm)
                     if not nonfinite:
                         norms.append(float(norm))
@@ -250,19 +264,47 @@ class PolicyGradient:
         self.steps_done += 1
         return out
 
+    def _idle_pass(self, batch, rows) -> None:
+        """A forward and backward pass that adds nothing: a sharded agent's rank with no micro-batch
+        left joins the collectives of the others' passes."""
+        import torch
+
+        logp, _ = self.agent.token_logprobs(batch, rows)
+        if self.config.kl > 0:
+            with torch.no_grad():
+                self.agent.token_logprobs(batch, rows, reference=True)
+        (logp.sum() * 0.0).backward()
+
+    def _state_file(self) -> Path:
+        """Each rank of a group keeps its own shard of the moments (rank 0's name is the one-rank name)."""
+        return Path("optimizer.pt" if self.group.size == 1 else f"optimizer.rank{self.group.rank:03d}.pt")
 
     def save_state(self, path: str) -> None:
         import torch
 
         Path(path).mkdir(parents=True, exist_ok=True)
-        torch.save(self.optim.state_dict(), Path(path) / "optimizer.pt")
-        (Path(path) / "schedule.json").write_text(json.dumps({"steps_done": self.steps_done}))
+        state = self.optim.state_dict()
+        # a sharded agent's moments are DTensors: this rank's shard is saved as a plain tensor
+        state["state"] = {k: {n: t.to_local() if hasattr(t, "to_local") else t for n, t in s.items()}
+                          for k, s in state["state"].items()}
+        torch.save(state, Path(path) / self._state_file())
+        if self.group.rank == 0:  # the same count on every rank of a group: its first writes it
+            (Path(path) / "schedule.json").write_text(json.dumps({"steps_done": self.steps_done}))
 
     def load_state(self, path: str) -> None:
         import torch
 
         # weights_only: a checkpoint is data, never code to unpickle.
-        self.optim.load_state_dict(torch.load(Path(path) / "optimizer.pt", weights_only=True))
+        state = torch.load(Path(path) / self._state_file(), weights_only=True)
+        params = [p for g in self.optim.param_groups for p in g["params"]]
+        for k, s in state["state"].items():
+            p = params[k]
+            if hasattr(p, "device_mesh"):  # the shard back into a DTensor laid out like its parameter
+                from torch.distributed.tensor import DTensor
+
+                s.update({n: DTensor.from_local(t, p.device_mesh, p.placements, run_check=False, shape=p.shape,
+                                                stride=p.stride()) for n, t in s.items() if t.shape == p.to_local().shape})
+        self.optim.load_state_dict(state)
         schedule = Path(path) / "schedule.json"  # absent in checkpoints from before schedules: no step counted
         self.steps_done = json.loads(schedule.read_text())["steps_done"] if schedule.exists() else 0
 

@@ -3,13 +3,13 @@
 
 Agents share no parameters, so a rank only ever holds the agents placed on it; what crosses
 between ranks is small Python objects (votes, metrics, evaluation scores), all-gathered so that
-every rank votes and routes identically. An agent placed on several ranks is data-parallel:
-each rank samples its shard of the step's prompts and the optimizer sums gradients inside the
-agent's group (:class:`Group`).
+every rank votes and routes identically. An agent placed on several ranks is sharded over them
+(the ``hf`` agent: FSDP2): each rank samples its shard of the step's prompts and trains on it, and
+the sharding engine reduces the gradients inside the agent's group (:mod:`corl.runtime.groups`).
 
 The run talks to a :class:`Local` (one process) or a :class:`Distributed` layout through the same
 small interface, so the loop has no distributed branches. Distributed collectives run on
-standalone process groups (gloo for objects; NCCL for the gradients of a GPU agent) built from the
+standalone process groups (gloo for objects; NCCL for the shards of a GPU agent) built from the
 launcher's rendezvous store, never on torch's default group: an inference engine in the same
 process (vLLM, SGLang) sets up its own default group as if it were alone. Every collective has
 ``run.collective_timeout``; a rank that dies or hangs ends the run with one message
@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from corl.errors import CorlError, TrainingError
+from corl.runtime.groups import LocalGroup, TorchGroup
 from corl.types import OneRank
 
 
@@ -33,8 +34,8 @@ class RankLost(TrainingError):
     """A collective failed or timed out: another rank died or stopped answering."""
 
 
-Group = OneRank  # an agent's data-parallel group as its optimizer sees it (ctx.group); one rank: no-ops
-LOCAL_GROUP = OneRank()
+Group = OneRank  # an agent's ranks as its agent and optimizer see them (ctx.group); one rank: no-ops
+LOCAL_GROUP = LocalGroup()
 
 
 def placement(spec, world_size: int) -> dict[str, list[int]]:
@@ -156,8 +157,8 @@ class Distributed(Local):
             if self.rank in ranks and len(ranks) > 1:
                 device = str(getattr(a.agent.config, "device", "cpu"))
                 prefix = dist.PrefixStore(f"corl/agent/{a.name}", store)
-                self._groups[a.name] = _TorchGroup(prefix, ranks.index(self.rank), len(ranks), delta,
-                                                   nccl=device.startswith("cuda"), describe=self._lost)
+                self._groups[a.name] = TorchGroup(f"agent/{a.name}", prefix, ranks.index(self.rank), len(ranks),
+                                                  delta, cuda=device.startswith("cuda"), describe=self._lost)
         self.run_id = self.share(self.run_id, "agreeing on a run id")
 
     def group(self, name: str) -> Group:
@@ -204,7 +205,7 @@ class Distributed(Local):
         return lost
 
     def close(self, *, wait: bool = True) -> None:
-        """Tear the groups down while the interpreter is alive: data-parallel groups, then the world
+        """Tear the groups down while the interpreter is alive: the agents' groups, then the world
         group, and with them the launcher's store they hold (rank 0 hosts it). ``wait`` first meets
         every rank, so no rank drops the store while another still talks through it (left to
         interpreter shutdown, that race aborted a rank: "terminate called without an active exception")."""
@@ -215,64 +216,10 @@ class Distributed(Local):
                 self.barrier("closing the process groups")
             except RankLost:
                 pass  # already said; closing goes on
+        for group in self._groups.values():
+            group.close()
         self._groups.clear()
         self._pg = None
-
-
-class _TorchGroup(Group):
-    """A data-parallel group on its own standalone process group (gloo, or NCCL for GPU weights)."""
-
-    BUCKET = 1 << 25  # elements per all-reduce (128 MiB of float32)
-
-    def __init__(self, store, rank: int, size: int, timeout, *, nccl: bool, describe):
-        import torch.distributed as dist
-
-        self.size, self._describe = size, describe
-        if nccl:
-            options = dist.ProcessGroupNCCL.Options()
-            options._timeout = timeout
-            self._pg = dist.ProcessGroupNCCL(store, rank, size, options)
-        else:
-            self._pg = dist.ProcessGroupGloo(store, rank, size, timeout)
-
-    def _all_reduce(self, tensor, what: str) -> None:
-        import torch.distributed as dist
-
-        opts = dist.AllreduceOptions()
-        opts.reduceOp = dist.ReduceOp.SUM
-        try:
-            self._pg.allreduce([tensor], opts).wait()
-        except RuntimeError as exc:
-            raise self._describe(what, exc) from None
-
-    def sum(self, values: Sequence[float]) -> list[float]:
-        import torch
-
-        t = torch.tensor([float(v) for v in values], dtype=torch.float64)
-        self._all_reduce(t, "summing optimizer statistics")
-        return t.tolist()
-
-    def sum_gradients(self, params: Sequence[Any]) -> None:
-        import torch
-
-        params = list(params)
-        for p in params:
-            if p.grad is None:  # a rank with no learning signal still takes part
-                p.grad = torch.zeros_like(p)
-        bucket: list[Any] = []
-        for p in [*params, None]:
-            if p is not None and (not bucket or (p.grad.dtype == bucket[0].grad.dtype and p.grad.device ==
-                                                 bucket[0].grad.device and sum(q.numel() for q in bucket) < self.BUCKET)):
-                bucket.append(p)
-                continue
-            if bucket:
-                flat = torch.cat([q.grad.reshape(-1) for q in bucket])
-                self._all_reduce(flat, "summing gradients")
-                offset = 0
-                for q in bucket:
-                    q.grad.copy_(flat[offset: offset + q.numel()].view_as(q.grad))
-                    offset += q.numel()
-            bucket = [p] if p is not None else []
 
 
 def layout_for(spec, env: dict[str, str] | None = None) -> Local:

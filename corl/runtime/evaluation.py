@@ -54,19 +54,21 @@ def evaluate(agent: Agent, sampler: Sampler, verifier: AnswerVerifier, prompts: 
 
 
 def evaluate_run(run, step: int) -> dict[str, dict[str, float]]:
-    """Score every agent of ``run`` on its held-out prompts (each agent's first rank scores it),
+    """Score every agent of ``run`` on its held-out prompts (each agent's first rank scores it; the
+    other ranks of a sharded agent's group sample alongside, since its forward passes are collective),
     exchange the results, compute the cohort matrices and tell the observers."""
     if not run.eval_prompts:
         return {}
     local = {}
     for slot in run.agents:
         run.stop.check()
-        if run.layout.leads(slot.name):
+        if run.layout.owns(slot.name):
             # common random numbers: the same draw at every evaluation (corl.runtime.rng.fixed)
             with fixed(stream_seed(run.spec.run.seed, f"{slot.name}/eval")):
-                local[slot.name] = evaluate(slot.agent, slot.sampler, run.verifier, run.eval_prompts,
-                                            run.aggregator, run.spec.eval.k, run.spec.eval.temperature,
-                                            check=run.stop.check)
+                scores = evaluate(slot.agent, slot.sampler, run.verifier, run.eval_prompts,
+                                  run.aggregator, run.spec.eval.k, run.spec.eval.temperature,
+                                  check=run.stop.check)
+            local[slot.name] = scores if run.layout.leads(slot.name) else None
         else:
             local[slot.name] = None
     gathered = run.layout.gather(local, f"step {step}: exchanging evaluations")

@@ -1,6 +1,6 @@
 """One RNG stream per agent, so that where an agent runs never changes what it samples.
 
-Every agent (and, inside a data-parallel group, every rank of it) draws its sampling and its
+Every agent (and, inside a sharded agent's group, every rank of it) draws its sampling and its
 minibatch order from its own torch stream, seeded from ``run.seed`` and the agent's name. The
 run enters the stream around everything the agent does (``with streams.use(name): ...``): the
 global torch RNG is forked, set to the agent's state, and the advanced state is kept when the

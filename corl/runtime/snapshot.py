@@ -2,8 +2,8 @@
 
 The folder format and its atomic write are :mod:`corl.runtime.checkpoint`'s; here the run's parts
 go in: the run state (:class:`~corl.runtime.state.RunState`, plain JSON), the resolved recipe,
-every trained agent's and optimizer's own state (written by each agent's first rank), and every
-RNG stream of every rank.
+every trained agent's and optimizer's own state (each rank of an agent's group writes its part),
+and every RNG stream of every rank.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ def save(run, step: int) -> Path:
 
     def save_parts(folder: Path) -> None:
         for slot in run.agents:
-            # a frozen agent is rebuilt from the recipe; an agent's first rank writes it for its group
-            if slot.optimizer is not None and run.layout.leads(slot.name):
+            # a frozen agent is rebuilt from the recipe. Every rank of an agent's group takes part (a sharded
+            # agent writes one shard per rank; what the group shares, its first rank writes)
+            if slot.optimizer is not None and run.layout.owns(slot.name):
                 slot.agent.save_state(str(folder / "agents" / slot.name))
                 slot.optimizer.save_state(str(folder / "optimizers" / slot.name))
 

@@ -164,12 +164,15 @@ def fails_naming(plugin: str) -> Iterator[Failure]:
 
 
 def context(*, agent_name: str = "a", task: Any = None, agent: Any = None, seed: int = 0,
-            sections: Mapping[str, Any] | None = None, log: Any = None) -> Context:
+            sections: Mapping[str, Any] | None = None, log: Any = None, group: Any = None) -> Context:
     """A :class:`~corl.types.Context` for calling a component factory by hand, with plugin
-    sections (e.g. ``{"zoo": ZooConfig(steps=5)}``) where a component reads them."""
+    sections (e.g. ``{"zoo": ZooConfig(steps=5)}``) where a component reads them. ``group``: the
+    agent's ranks; by default one rank, as a one-process run gives it (a device mesh included)."""
+    from corl.runtime.distributed import LOCAL_GROUP
+
     spec = _SpecStub(dict(sections or {}))
     return Context(spec=spec, seed=seed, log=log or (lambda message: None), task=task, agent=agent,
-                   agent_name=agent_name)
+                   agent_name=agent_name, group=LOCAL_GROUP if group is None else group)
 
 
 @attrs.frozen

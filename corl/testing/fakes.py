@@ -53,6 +53,7 @@ class FakeAgent:
         import torch
 
         self.name, self.config = ctx.agent_name, config
+        self.writes = ctx.group.rank == 0  # on several ranks every one calls save_state; the first writes
         acc, k = config.accuracy, config.wrong
         right = math.log(max(acc, 1e-6)) - math.log(max((1 - acc) / k, 1e-6))
         self.logits = torch.tensor([right] + [0.0] * k)
@@ -78,6 +79,8 @@ class FakeAgent:
     def save_state(self, path: str) -> None:
         from safetensors.torch import save_file
 
+        if not self.writes:
+            return
         Path(path).mkdir(parents=True, exist_ok=True)
         save_file({"logits": self.logits.contiguous()}, str(Path(path) / "model.safetensors"))
 

@@ -28,15 +28,19 @@ COMPONENT_TABLES = (
 )
 
 
-def _rows(cls: type) -> list[str]:
+def _rows(cls: type, prefix: str = "") -> list[str]:
     hints = typing.get_type_hints(cls)
     out = []
     # required keys first (a subclass's kw_only required field comes last in attrs' order)
     for f in sorted(attrs.fields(cls), key=lambda f: f.default is not attrs.NOTHING):
+        if attrs.has(hints[f.name]):  # a table of its own (e.g. an agent's lora): one row per key
+            out.append(f"| `{prefix}{f.name}` | a table | `{{}}` | {f.metadata.get('help', '')} |")
+            out += _rows(hints[f.name], f"{prefix}{f.name}.")
+            continue
         default = "required" if f.default is attrs.NOTHING else repr(
             f.default.factory() if isinstance(f.default, attrs.Factory) else f.default)
         kind = type_name(hints[f.name])
-        out.append(f"| `{f.name}` | {kind} | `{default}` | {f.metadata.get('help', '')} |")
+        out.append(f"| `{prefix}{f.name}` | {kind} | `{default}` | {f.metadata.get('help', '')} |")
     return out
 
 
@@ -60,7 +64,8 @@ def render(registry: Registry) -> str:
               "| `optimizer` | a table | `{}` | optimizer, see below |",
               "| `frozen` | true or false | `false` | samples and votes (a judge) but is never trained |",
               "| `ranks` | a list (an integer each) | `[]` | several processes: the ranks that serve this agent "
-              "(several: data-parallel); empty: equal blocks of ranks (docs/scale-out.md) |", ""]
+              "(several: an hf agent is sharded over them with FSDP2); empty: equal blocks of ranks "
+              "(docs/scale-out.md) |", ""]
     lines += ["## [[shaping]]", "", "Reward terms beside the peer reward: each completion's reward is the router's "
               "plus each term's value times its weight. The label-free metrics and health checks read the peer reward; "
               "`shaped_reward_mean` / `_std` and `shaping/<name>` report the rest. A term that reads labels "

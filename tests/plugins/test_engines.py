@@ -100,8 +100,9 @@ def test_sampler_tables_are_validated_with_key_paths(kind):
     assert spec.agents[0].sampler.config.engine_args == {"enforce_eager": True}
 
 
-def test_the_shipped_vllm_recipe_validates():
-    out = subprocess.run([sys.executable, "-m", "corl.cli", "validate", "recipes/real/three_families_vllm.toml"],
+@pytest.mark.parametrize("recipe", ["three_families_vllm", "cohort_1p5b_8gpu", "cohort_7b_8gpu"])
+def test_the_shipped_vllm_recipes_validate(recipe):
+    out = subprocess.run([sys.executable, "-m", "corl.cli", "validate", f"recipes/real/{recipe}.toml"],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "ok: 3 agents" in out.stdout
@@ -121,7 +122,7 @@ def test_the_shipped_vllm_recipe_keeps_float32_master_weights():
 
 def stub_agent(name="stub"):
     """Enough of an hf agent for the checks that run before any model loads."""
-    return types.SimpleNamespace(name=name, tokenizer=None, encode=None,
+    return types.SimpleNamespace(name=name, tokenizer=None, encode=None, weights=None, device=None,
                                  model=types.SimpleNamespace(name_or_path="/nowhere"))
 
 

@@ -1,15 +1,21 @@
 """The ``hf`` agent: a transformers causal LM whose update reads the sampled tokens' log-probs.
 
-Training log-probs are recomputed with explicit position ids (left padding; GPT-2 needs them), in
-chunks of positions so ``[rows, T, vocab]`` float logits never exist at once, and with the same
-temperature the sampler drew at, so the first policy ratio is exactly 1.
+Training log-probs are recomputed with explicit position ids (left padding; GPT-2 needs them), each
+distinct prompt once for all its samples (:mod:`corl.builtin.hf.forward`), in chunks of positions so
+``[rows, T, vocab]`` float logits never exist at once, and with the same temperature the sampler
+drew at, so the first policy ratio is exactly 1.
+
+On several ranks (or asked) the model is sharded with FSDP2 (:mod:`corl.builtin.hf.sharding`);
+with ``lora`` only peft adapters train (:mod:`corl.builtin.hf.lora`).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
+from pathlib import Path
 
-from corl.builtin.hf import sources, zoo
+from corl.builtin.hf import lora, sharding, sources, zoo
 from corl.builtin.hf.batch import SampleBatch
 from corl.builtin.hf.common import (
     capped_texts,
@@ -24,6 +30,7 @@ from corl.builtin.hf.common import (
     save_weights,
 )
 from corl.builtin.hf.config import HFAgentConfig, zoo_config_for
+from corl.builtin.hf.forward import hidden_states
 from corl.builtin.hf.prompts import format_prompts
 from corl.errors import CorlError
 from corl.types import Prompt
@@ -69,9 +76,13 @@ class HFAgent:
         if self.longest is None:  # before the weights load: a prompt too long for the model costs no load
             self.longest = measure(self, ctx.task, self.context)
         check_fits(who, self.longest, self.context)
-        self.model = load(who, config.model, source, lambda: AutoModelForCausalLM.from_pretrained(
+        self._load = lambda: load(who, config.model, source, lambda: AutoModelForCausalLM.from_pretrained(
             source, dtype=dtype, trust_remote_code=remote).to(config.device))
         check_special_tokens(self.tokenizer, config.pad_token, who, config.model)
+        self.group = ctx.group
+        self.sharded = sharding.wanted(config, ctx.group)
+        self.mesh = sharding.mesh_for(config, ctx.group, who) if self.sharded else None
+        self.model = self._load()
         if config.gradient_checkpointing:
             # transformers checkpoints layers only in train mode: switch dropout off for good, so
             # train mode changes nothing else (training log-probs must match sampling ones).
@@ -84,8 +95,14 @@ class HFAgent:
                 self.model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
             else:
                 self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        # peft's LoRA layers go into this very model; the PeftModel around it switches them off and saves them
+        self.adapters = lora.add_adapters(self.model, config.lora, who) if config.lora.rank else None
+        self._dropouts = lora.dropouts(self.model) if self.adapters is not None else []
         if config.freeze_embeddings:
-            _freeze_embeddings(self.model, dtype, bf16=config.sample_dtype == config.train_dtype == "bfloat16")
+            bf16 = config.sample_dtype == config.train_dtype == "bfloat16" and not self.sharded  # (FSDP: one dtype)
+            _freeze_embeddings(self.model, dtype, bf16=bf16)
+        if self.sharded:
+            sharding.shard(self.model, self.mesh, mixed_precision=config.mixed_precision, cpu_offload=config.cpu_offload)
         self.model.eval()  # no dropout: training log-probs must match sampling ones
         self.reference = None
 
@@ -116,28 +133,52 @@ class HFAgent:
     def parameters(self):
         return self.model.parameters()
 
+    @property
+    def device(self):
+        """Where the agent computes (with CPU offload its shards live in CPU memory)."""
+        import torch
+
+        return torch.device(self.config.device)
+
+    def gathered(self):
+        """For sampling: a sharded model gathered whole once (every rank of the group enters
+        together), instead of once per decode step."""
+        return sharding.gathered(self.model) if self.sharded else contextlib.nullcontext()
+
+    def weights(self):
+        """``(Hugging Face name, whole tensor)`` of every parameter, one at a time, for an inference
+        engine: adapters merged in, a sharded model gathered tensor by tensor (every rank iterates)."""
+        if self.adapters is not None:
+            return lora.merged_weights(self.model)
+        return sharding.full_tensors(self.model.named_parameters())
+
     def freeze_reference(self) -> None:
-        self.reference = frozen_copy(self.model)
+        if self.adapters is not None:
+            return  # the reference is this model with its adapters off
+        if self.sharded:  # the starting weights again, sharded alike (a sharded model is not deep-copied)
+            reference = self._load().requires_grad_(False)
+            sharding.shard(reference, self.mesh, mixed_precision=self.config.mixed_precision,
+                           cpu_offload=self.config.cpu_offload)
+            self.reference = reference.eval()
+        else:
+            self.reference = frozen_copy(self.model)
 
     def token_logprobs(self, batch: SampleBatch, rows, *, reference: bool = False):
         import torch
         from torch.utils.checkpoint import checkpoint
 
-        model = self.reference if reference else self.model
+        adapters_off = reference and self.adapters is not None
+        model = self.model if not reference or adapters_off else self.reference
         if model is None:
             raise RuntimeError(f"agent {self.name!r}: reference log-probs asked before freeze_reference()")
-        mask = batch.attention_mask[rows]
-        # Left padding shifts absolute positions; GPT-2 needs them explicit (RoPE families don't care).
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        # The body's hidden states only; lm_head and the log-softmax run per chunk of positions,
-        # so [rows, T, vocab] float logits never exist at once (Gemma's vocabulary is 262k).
-        body = model.get_decoder() if hasattr(model, "get_decoder") else model.base_model
         checkpointing = self.config.gradient_checkpointing and torch.is_grad_enabled() and not reference
         model.train(checkpointing)  # (dropout is off; see __init__)
+        for dropout in self._dropouts:  # the adapters' own dropout, in the update only
+            dropout.train(torch.is_grad_enabled() and not reference)
         try:
-            with self.autocast("train"):
-                hidden = body(input_ids=batch.sequences[rows], attention_mask=mask, position_ids=positions,
-                              use_cache=False).last_hidden_state[:, batch.prompt_len - 1: -1]
+            with self.autocast("train"), self.adapters.disable_adapter() if adapters_off else contextlib.nullcontext():
+                hidden = hidden_states(model, batch.sequences[rows], batch.attention_mask[rows], batch.prompt_len,
+                                       root=self.sharded, share=True)
         finally:
             model.eval()
         target = batch.sequences[rows, batch.prompt_len:]
@@ -166,16 +207,61 @@ class HFAgent:
         return torch.autocast(self.model.device.type, dtype=getattr(torch, dtype))
 
     def save(self, path: str) -> None:
-        self.model.save_pretrained(path)
-        self.tokenizer.save_pretrained(path)
+        """The export: an HF folder; with adapters, the adapter folder (and the merged model in
+        ``merged/`` with ``lora.export_merged``). Every rank of a sharded agent calls it (the tensors
+        are gathered); the group's first rank writes."""
+        writes = self.group.rank == 0
+        if self.adapters is not None:
+            state = lora.adapter_state(self.model, keep=writes)
+            if writes:
+                self.adapters.save_pretrained(path, state_dict=state)
+                self.tokenizer.save_pretrained(path)
+            if self.config.lora.export_merged:
+                merged = {}
+                for name, tensor in lora.merged_weights(self.model):  # every rank of a sharded agent gathers
+                    if writes:
+                        merged[name] = tensor.cpu()
+                if writes:
+                    self.model.save_pretrained(str(Path(path) / "merged"), state_dict=merged)
+                    self.tokenizer.save_pretrained(str(Path(path) / "merged"))
+            return
+        state = sharding.full_state_dict(self.model, keep=writes) if self.sharded else None
+        if writes:
+            self.model.save_pretrained(path, **({"state_dict": state} if self.sharded else {}))
+            self.tokenizer.save_pretrained(path)
+
+    def _trained(self):
+        """What a checkpoint holds: every parameter, or the adapters alone (the base is rebuilt from its source)."""
+        named = list(self.model.named_parameters())
+        return [(n, p) for n, p in named if lora.is_adapter(n)] if self.adapters is not None else named
 
     def save_state(self, path: str) -> None:
-        save_weights(self.model, path)
-        save_loadable(self.model, self.tokenizer, path)  # an intermediate checkpoint loads with from_pretrained
+        """Every rank of a sharded agent writes its own shard; otherwise ``model.safetensors`` (and,
+        beside it, what ``from_pretrained`` needs: an intermediate checkpoint loads like an export)."""
+        if self.sharded:
+            sharding.save_shards(self._trained(), path, self.group.rank, self.group.size)
+        elif self.adapters is not None:
+            from safetensors.torch import save_file
+
+            Path(path).mkdir(parents=True, exist_ok=True)
+            save_file({n: p.detach().contiguous() for n, p in self._trained()}, str(Path(path) / "adapters.safetensors"))
+        else:
+            save_weights(self.model, path)
+            save_loadable(self.model, self.tokenizer, path)
 
     def load_state(self, path: str) -> None:
-        load_weights(self.model, path)
+        if self.sharded:
+            sharding.load_shards(self._trained(), path, self.group.rank, self.group.size, f"agent {self.name!r}")
+        elif self.adapters is not None:
+            import torch
+            from safetensors.torch import load_file
 
+            saved = load_file(str(Path(path) / "adapters.safetensors"))
+            with torch.no_grad():
+                for name, p in self._trained():
+                    p.copy_(saved[name])
+        else:
+            load_weights(self.model, path)
 
 
 def _freeze_embeddings(model, dtype, *, bf16: bool) -> None:

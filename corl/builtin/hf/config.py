@@ -61,6 +61,37 @@ class ModelSettings:
         "help": "run Python code shipped with the model (only for models you trust)"})
 
 
+def _needs_peft(instance, attribute, value: int) -> None:
+    import importlib.util
+
+    if value and importlib.util.find_spec("peft") is None:
+        raise ValueError("adapters need the peft package (not installed); install it with pip install 'co-rl[lora]'")
+
+
+def _module_names(instance, attribute, value) -> None:
+    if any(not name or not all(c.isalnum() or c in "_.-" for c in name) for name in value):
+        raise ValueError("must be module names such as q_proj, v_proj")
+
+
+@attrs.frozen
+class LoraSettings:
+    """Low-rank adapters (peft LoRA) instead of full fine-tuning: only the adapters train."""
+
+    rank: int = attrs.field(default=0, validator=[v.ge(0), _needs_peft], metadata={
+        "help": "adapter rank r (0: no adapters, every weight trains)"})
+    alpha: float = attrs.field(default=16.0, validator=v.gt(0), metadata={
+        "help": "adapter scale numerator (updates are scaled by alpha / rank)"})
+    target_modules: tuple[str, ...] = attrs.field(default=(), validator=_module_names, metadata={
+        "help": "names of the modules to adapt, e.g. [\"q_proj\", \"v_proj\"]; empty: every linear layer but the "
+                "output head"})
+    dropout: float = attrs.field(default=0.0, validator=[v.ge(0), v.lt(1)], metadata={
+        "help": "dropout on the adapters' input in the update's forward (never while sampling); above 0 the "
+                "first policy ratio is no longer exactly 1"})
+    export_merged: bool = attrs.field(default=False, metadata={
+        "help": "the final export writes the merged model (base + adapters, a plain HF folder) into merged/ "
+                "beside the adapter"})
+
+
 @attrs.frozen
 class HFAgentConfig(ModelSettings):
     model: str = attrs.field(kw_only=True, validator=_text_model, metadata={
@@ -83,6 +114,26 @@ class HFAgentConfig(ModelSettings):
         "help": "matmul dtype while sampling (CPU/GPU autocast over the weights; no second copy of the model)"})
     train_dtype: Literal["float32", "bfloat16"] = attrs.field(default="float32", metadata={
         "help": "matmul dtype of the update's forward/backward (autocast); log-softmax and loss stay float32"})
+    shard: Literal["auto", "fsdp"] = attrs.field(default="auto", metadata={
+        "help": "fsdp: shard weights, gradients and AdamW state over the agent's ranks with PyTorch FSDP2, also "
+                "on one rank; auto: fsdp on several ranks or with mixed_precision / cpu_offload, else a plain model "
+                "(docs/scale-out.md)"})
+    mixed_precision: bool = attrs.field(default=False, metadata={
+        "help": "FSDP2 mixed precision: float32 master weights, gradients reduced in float32, forward and "
+                "backward in bf16 (needs dtype = \"float32\")"})
+    cpu_offload: bool = attrs.field(default=False, metadata={
+        "help": "FSDP2 CPU offload: a GPU agent's shards, gradients and AdamW state live in CPU memory; the "
+                "optimizer steps on the CPU"})
+    lora: LoraSettings = attrs.field(factory=LoraSettings, metadata={
+        "help": "low-rank adapters, e.g. { rank = 16, alpha = 32 }"})
+
+    def __attrs_post_init__(self):
+        if self.mixed_precision and self.dtype != "float32":
+            raise ValueError("mixed_precision keeps float32 master weights; set dtype = \"float32\" (bf16 compute "
+                             "comes from mixed_precision)")
+        if self.freeze_embeddings and self.lora.rank:
+            raise ValueError("freeze_embeddings and lora: with adapters only the adapters train already; drop "
+                             "freeze_embeddings")
 
 
 @attrs.frozen

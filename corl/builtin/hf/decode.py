@@ -46,7 +46,7 @@ def decode(model, ids, mask, n: int, max_new_tokens: int, temp: float, greedy: b
             shaped = scaled
             for warp in warpers:
                 shaped = warp(None, shaped)
-            token = torch.multinomial(shaped.softmax(-1), 1).squeeze(1)
+            token = draw(shaped)
         live.append(~done)
         token = token.masked_fill(done, pad)
         tokens.append(token)
@@ -63,6 +63,22 @@ def decode(model, ids, mask, n: int, max_new_tokens: int, temp: float, greedy: b
                     **{cache_key: cache})
         cache, logits = getattr(out, cache_key), out.logits[:, -1].float()
     return torch.stack(tokens, 1), torch.stack(logps, 1), torch.stack(live, 1)
+
+
+def draw(logits):
+    """One token per row from ``softmax(logits)``, by inverting the row's CDF at one uniform draw.
+
+    ``torch.multinomial`` draws an exponential for every vocabulary entry (its no-replacement path,
+    and on CPU its replacement path costs the same): ~40 ms a step for 32 rows x 49k tokens on one
+    core, against ~3 ms here. The CDF is summed in float64, so a token's chance is its probability
+    to ~1e-16; a token of probability 0 (cut by top-k / top-p) is never drawn.
+    """
+    import torch
+
+    cdf = logits.softmax(-1).double().cumsum(-1)
+    u = torch.rand(len(cdf), 1, dtype=torch.float64, device=cdf.device) * cdf[:, -1:]
+    token = torch.searchsorted(cdf, u, right=True).squeeze(1)  # first entry whose CDF exceeds u
+    return torch.where(token < cdf.shape[1], token, logits.argmax(-1))  # (u rounded up to the total: never in practice)
 
 
 class StopAt:

@@ -20,7 +20,7 @@ an :class:`Engine` adapter; everything else is here and is tested against fake e
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, Protocol
 
 import attrs
@@ -83,8 +83,11 @@ class Engine(Protocol):
     def score(self, ids: Sequence[int]) -> list[float]:
         """Log-probs (temperature 1) of ``ids[1:]``, each given the tokens before it."""
 
-    def load_weights(self, named_tensors: list[tuple[str, Any]]) -> None:
-        """Replace the engine's weights by these (Hugging Face names) and drop cached KV."""
+    def load_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
+        """Replace the engine's weights by these (Hugging Face names) and drop cached KV. The
+        iterable is consumed once, in order, and whole: a sharded agent gathers each tensor as it
+        is reached, on every rank of its group at once, so the whole model never exists outside
+        the engine; a tensor is the engine's to copy, not to keep."""
 
     def sleep(self) -> None:
         """Release weights and KV cache from the GPU; their contents may be lost."""
@@ -96,7 +99,7 @@ class Engine(Protocol):
 def serves_hf_agent(ctx, sampler: str) -> Any:
     """The agent a colocated engine samples for: an ``hf``-style agent (tokenizer, model, encode)."""
     agent = ctx.agent
-    if agent is None or not all(hasattr(agent, a) for a in ("tokenizer", "model", "encode")):
+    if agent is None or not all(hasattr(agent, a) for a in ("tokenizer", "model", "encode", "weights", "device")):
         raise CorlError(f"agent {ctx.agent_name!r}: sampler {sampler!r} samples for an hf agent (a transformers "
                         "model the trainer updates); give that agent type = \"hf\"")
     return agent
@@ -111,7 +114,7 @@ def device_index(agent) -> int:
     """The CUDA device the agent's trainer sits on (the engine takes the same one)."""
     import torch
 
-    device = agent.model.device
+    device = agent.device
     if device.type != "cuda":
         raise CorlError(f"agent {agent.name!r}: a GPU engine needs the agent on a GPU; set device = \"cuda\"")
     return device.index if device.index is not None else torch.cuda.current_device()
@@ -202,9 +205,10 @@ def encode_prompts(agent, prompts: Sequence[Prompt]) -> list[list[int]]:
     return [ids[mask.bool()].tolist() for ids, mask in zip(enc["input_ids"], enc["attention_mask"])]
 
 
-def trainer_weights(agent) -> list[tuple[str, Any]]:
-    """The trainer's parameters under their Hugging Face names (tied weights once)."""
-    return [(name, p.detach()) for name, p in agent.model.named_parameters()]
+def trainer_weights(agent) -> Iterable[tuple[str, Any]]:
+    """The trainer's parameters under their Hugging Face names (tied weights once), one at a time:
+    adapters merged in, a sharded agent's gathered tensor by tensor (:meth:`HFAgent.weights`)."""
+    return agent.weights()
 
 
 def trainer_logprobs(agent, ids: Sequence[int]) -> list[float]:
@@ -212,8 +216,8 @@ def trainer_logprobs(agent, ids: Sequence[int]) -> list[float]:
     import torch
 
     model = agent.model
-    with torch.no_grad():
-        x = torch.tensor([list(ids)], device=model.device)
+    with torch.no_grad():  # (a sharded model's forward is collective: every rank of the group checks)
+        x = torch.tensor([list(ids)], device=agent.device)
         logits = model(input_ids=x).logits[0, :-1].float()
         return logits.log_softmax(-1).gather(-1, x[0, 1:, None]).squeeze(-1).tolist()
 
@@ -261,6 +265,6 @@ def pack_samples(agent, prompts: Sequence[Prompt], prompt_ids: Sequence[Sequence
         completion[r, : len(ids)] = torch.tensor(ids, dtype=torch.long)
         cmask[r, : len(ids)] = 1
         logp[r, : len(ids)] = torch.tensor(logps, dtype=torch.float32)
-    device = agent.model.device
+    device = agent.device
     return rollout(agent, prompts, n, sequences.to(device), prompt_mask.to(device), completion.to(device),
                    logp.to(device), cmask.to(device), temperature)

@@ -34,13 +34,14 @@ class HFSampler:
 
         cfg, tok, model = self.config, agent.tokenizer, agent.model
         temp = 1.0 if greedy else (temperature or cfg.temperature)
-        enc = agent.encode([p.text for p in prompts]).to(model.device)
+        enc = agent.encode([p.text for p in prompts]).to(agent.device)
         eos, pad = tok.eos_token_id, tok.pad_token_id
         shape = [] if greedy else warpers(cfg)
         stop = self._stop_at(tok) if cfg.stop else None
         per_call = max(1, cfg.batch_size // n)  # prompts per decode call: prompts x samples <= batch_size
         pieces = []
-        with torch.no_grad(), agent.autocast("sample"):
+        # (a sharded agent is gathered once for the whole call, on every rank of its group together)
+        with torch.no_grad(), agent.autocast("sample"), agent.gathered():
             for start in range(0, len(prompts), per_call):
                 ids = enc["input_ids"][start:start + per_call]
                 am = enc["attention_mask"][start:start + per_call]

@@ -56,6 +56,9 @@ class VisionAgent:
         hf_logging.disable_progress_bar()
         self.name, self.config = ctx.agent_name, config
         who = f"agent {self.name!r}"
+        if ctx.group.size > 1:  # nothing would reduce its gradients: only hf agents are sharded (FSDP2)
+            raise CorlError(f"{who}: an hf_vision agent trains on one rank; give it a single rank in agents[i].ranks "
+                            "(several ranks shard hf agents only, docs/scale-out.md)")
         source = config.model
         if source.startswith("zoo:"):
             zoo_config = zoo_config_for(config, ctx.section("zoo"))

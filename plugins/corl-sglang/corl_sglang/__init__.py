@@ -18,7 +18,7 @@ this plugin where SGLang is not installed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import corl
@@ -30,6 +30,8 @@ from corl.builtin.hf.engines import (
     model_source,
     sampler_factory,
 )
+
+BUCKET = 1 << 30  # bytes of gathered weights per update_weights_from_tensor call
 
 
 class SGLangEngine:
@@ -65,8 +67,18 @@ class SGLangEngine:
         # input_token_logprobs[i] = (log-prob, token id, text); the first token has none
         return [float(entry[0]) for entry in out["meta_info"]["input_token_logprobs"][1:]]
 
-    def load_weights(self, named_tensors: list[tuple[str, Any]]) -> None:
-        self.engine.update_weights_from_tensor(named_tensors=named_tensors, flush_cache=True)
+    def load_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
+        # SGLang takes lists (it ships CUDA IPC handles to its scheduler): pushed in buckets of
+        # BUCKET bytes, so at most one bucket of gathered tensors is held at a time; KV flushed once.
+        bucket: list[tuple[str, Any]] = []
+        size = 0
+        for name, tensor in named_tensors:
+            bucket.append((name, tensor))
+            size += tensor.numel() * tensor.element_size()
+            if size >= BUCKET:
+                self.engine.update_weights_from_tensor(named_tensors=bucket, flush_cache=False)
+                bucket, size = [], 0
+        self.engine.update_weights_from_tensor(named_tensors=bucket, flush_cache=True)
 
     def sleep(self) -> None:
         self.engine.release_memory_occupation()

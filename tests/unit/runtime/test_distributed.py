@@ -180,6 +180,7 @@ def test_one_process_ignores_ranks_and_holds_every_agent():
 
 GROUP = textwrap.dedent("""
     import torch
+    from torch.distributed.tensor import Shard, distribute_tensor
     from corl.runtime import distributed
     from corl.recipe import load_recipe
     spec = load_recipe({"agents": [{"name": "a", "model": "zoo:llama-tiny", "ranks": [0, 1]},
@@ -187,18 +188,18 @@ GROUP = textwrap.dedent("""
                         "topology": {"type": "ring"}}, ["run.collective_timeout=30"])
     layout = distributed.layout_for(spec)
     group = layout.group("a")
-    params = [torch.nn.Parameter(torch.zeros(3)), torch.nn.Parameter(torch.zeros(2, 2)), torch.nn.Parameter(torch.zeros(1))]
-    params[0].grad = torch.full((3,), float(layout.rank + 1))
-    params[1].grad = torch.full((2, 2), 10.0 * (layout.rank + 1))
-    # params[2] has no gradient on either rank: it gets a zero one, the same everywhere
-    group.sum_gradients(params)
-    print(layout.rank, group.size, group.sum([1, layout.rank]), params[0].grad.tolist(), params[1].grad.tolist(),
-          params[2].grad.tolist(), layout.owns("b"), layout.group("b").size, layout.shard("a", list(range(5))), flush=True)
+    # the group's device mesh carries DTensor collectives on the standalone group (no default group)
+    mesh = group.mesh("cpu")
+    whole = torch.arange(6.0).reshape(3, 2)
+    sharded = distribute_tensor(whole, mesh, [Shard(0)], src_data_rank=None)
+    print(layout.rank, group.rank, group.size, group.sum([1, layout.rank]), group.max([layout.rank, -layout.rank]),
+          sharded.to_local().tolist(), torch.equal(sharded.full_tensor(), whole), layout.owns("b"), layout.group("b").size,
+          layout.shard("a", list(range(5))), flush=True)
     layout.close()  # as a run does: meet, then tear the groups and the store down in order
 """)
 
 
-def test_a_data_parallel_group_sums_gradients_over_its_ranks(tmp_path):
+def test_an_agents_group_sums_and_shards_over_its_ranks(tmp_path):
     script = tmp_path / "group.py"
     script.write_text(GROUP)
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "WORLD_SIZE": "2",
@@ -208,15 +209,14 @@ def test_a_data_parallel_group_sums_gradients_over_its_ranks(tmp_path):
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs[0][1][-2000:] + outs[1][1][-2000:]
     lines = sorted(out.strip().splitlines()[-1] for out, _ in outs)
-    summed = "[3.0, 3.0, 3.0] [[30.0, 30.0], [30.0, 30.0]] [0.0]"
-    assert lines[0] == f"0 2 [2.0, 1.0] {summed} False 1 [0, 1, 2]"
-    assert lines[1] == f"1 2 [2.0, 1.0] {summed} True 1 [3, 4]"
+    assert lines[0] == "0 0 2 [2.0, 1.0] [1.0, 0.0] [[0.0, 1.0], [2.0, 3.0]] True False 1 [0, 1, 2]"
+    assert lines[1] == "1 1 2 [2.0, 1.0] [1.0, 0.0] [[4.0, 5.0]] True True 1 [3, 4]"
 
 
 @pytest.mark.slow
 def test_a_data_parallel_agent_trains_on_two_ranks(tmp_path, cache_dir):
-    """Agent a on ranks 0 and 1 (data-parallel, two minibatches a step), b beside it on rank 1: the
-    run trains, checkpoints and exports from each agent's first rank."""
+    """Agent a on ranks 0 and 1 (sharded, two minibatches a step), b beside it on rank 1: the run
+    trains, checkpoints each rank's shard and exports from each agent's first rank."""
     recipe = tmp_path / "dp.toml"
     recipe.write_text(textwrap.dedent("""
         [run]
@@ -242,5 +242,5 @@ def test_a_data_parallel_agent_trains_on_two_ranks(tmp_path, cache_dir):
     train = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if '"train"' in x]
     assert [r["step"] for r in train] == [1, 2]
     assert all(0 <= r["agents"]["a"]["active_fraction"] <= 1 and r["agents"]["a"]["nonfinite"] == 0 for r in train)
-    assert (out / "checkpoints" / "step-000002" / "optimizers" / "a" / "optimizer.pt").exists()
+    assert (out / "checkpoints" / "step-000002" / "optimizers" / "a" / "optimizer.rank001.pt").exists()
     assert {p.name for p in (out / "checkpoints" / "final").iterdir()} == {"a", "b", "summary.json"}

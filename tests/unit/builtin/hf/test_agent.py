@@ -228,6 +228,17 @@ def test_decode_loop_matches_transformers_generate(name, task, cache_dir):
     assert top1.texts == tuple((t[0],) * 4 for t in ours.texts)  # batch_size 8: two prompts per decode call
 
 
+def test_the_decode_loop_draws_tokens_with_their_probabilities():
+    from corl.builtin.hf.decode import draw
+
+    torch.manual_seed(0)
+    probs = torch.tensor([0.5, 0.0, 0.3, 0.2, 0.0])  # zero: cut by top-k / top-p (-inf logits)
+    logits = probs.log().expand(40000, 5)
+    counts = torch.bincount(draw(logits), minlength=5) / 40000
+    assert counts[1] == 0 and counts[4] == 0
+    assert (counts - probs).abs().max() < 0.01  # 4 standard errors at 40k draws
+
+
 def test_huge_prompts_are_refused_by_file_and_line_before_any_model_work(tmp_path, monkeypatch):
     """The 46-row file of megabyte prompts: refused in seconds, naming the file and line of the longest
     and what to change, before the zoo warm-start (nothing cached), without tokenizing whole prompts."""

@@ -1,0 +1,79 @@
+"""Low-rank adapters (peft LoRA) on an hf agent: only the adapters train.
+
+peft injects its LoRA layers into the agent's own transformers model, in place; the agent keeps
+sampling and training that model, and keeps the ``PeftModel`` around it for what only peft does:
+switching the adapters off (the KL reference is the base model, no second copy) and writing the
+adapter folder. Engines get merged weights (``W + scale * B @ A``, computed per layer and never
+written back, so the trained base stays exact); the export writes the adapter folder and, with
+``lora.export_merged``, a plain merged model beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from corl.builtin.hf.sharding import full
+from corl.errors import CorlError
+
+PREFIX = "base_model.model."  # the PeftModel's names of the wrapped model's tensors
+
+
+def add_adapters(model, settings, who: str):
+    """The ``PeftModel`` around ``model``, with LoRA layers injected into ``model`` itself."""
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError:
+        raise CorlError(f"{who}: lora needs the peft package; install it with pip install 'co-rl[lora]'") from None
+    config = LoraConfig(r=settings.rank, lora_alpha=settings.alpha, lora_dropout=settings.dropout, bias="none",
+                        target_modules=list(settings.target_modules) or "all-linear", task_type="CAUSAL_LM")
+    try:
+        return get_peft_model(model, config)
+    except ValueError as exc:
+        raise CorlError(f"{who}: lora.target_modules: {str(exc).strip().splitlines()[0]}") from None
+
+
+def is_adapter(name: str) -> bool:
+    return ".lora_" in name
+
+
+def dropouts(model) -> list[Any]:
+    """The adapters' dropout modules (nn.Identity where dropout is 0)."""
+    import torch
+
+    return [m for name, m in model.named_modules() if ".lora_dropout." in f".{name}." and isinstance(m, torch.nn.Dropout)]
+
+
+def merged_weights(model) -> Iterator[tuple[str, Any]]:
+    """The base model's parameters under their Hugging Face names, each adapted layer's weight
+    merged with its adapter, gathered one at a time (every rank of a sharded agent iterates)."""
+    from peft.tuners.lora import LoraLayer
+
+    layers = {name: m for name, m in model.named_modules() if isinstance(m, LoraLayer)}
+    for name, p in model.named_parameters():
+        if is_adapter(name):
+            continue
+        owner, _, leaf = name.rpartition(".base_layer.")
+        weight = full(p.detach())
+        if owner and leaf == "weight":
+            weight = weight + delta(layers[owner]).to(weight.dtype)
+        yield name.replace(".base_layer.", "."), weight
+
+
+def delta(layer) -> Any:
+    """``scale * B @ A`` of ``layer``'s (active) adapter, in float32 (transposed for GPT-2's Conv1D)."""
+    name = layer.active_adapters[0]
+    b, a = full(layer.lora_B[name].weight.detach()).float(), full(layer.lora_A[name].weight.detach()).float()
+    out = (b @ a) * layer.scaling[name]
+    return out.T if getattr(layer, "fan_in_fan_out", False) else out
+
+
+def adapter_state(model, keep: bool) -> dict[str, Any]:
+    """The adapter tensors under the PeftModel's names, gathered; kept where ``keep``."""
+    out = {}
+    for name, p in model.named_parameters():
+        if is_adapter(name):
+            whole = full(p.detach())  # every rank takes part in the gather
+            if keep:
+                out[PREFIX + name] = whole.cpu()
+    return out
