@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import corl
-from corl.errors import ConfigError
+from corl.errors import ConfigError, PluginError
 from corl.testing import fake_recipe
 from tests.kit import ROOT
 
@@ -142,7 +142,7 @@ def test_wandb_offline_logs_the_tensorboard_scalars_and_the_recipe(corl_run):
 
 
 def test_wandb_closes_its_run_when_the_run_fails(corl_run, tmp_path):
-    with pytest.raises(RuntimeError, match="injected failure"):
+    with pytest.raises(PluginError, match="injected failure"):
         corl_run(recipe(**{"observers.wandb.mode": "offline"}), plugins=[corl_wandb, FailAtStep(2)])
     records = wandb_records(tmp_path / "run0")  # corl_run's first output folder
     assert [e.exit_code for e in of(records, "exit")] == [1]
@@ -155,7 +155,7 @@ def test_a_resumed_run_continues_the_same_wandb_run(tmp_path):
 
     where = f"run.output_dir='{tmp_path}'"
     data = recipe(**{"run.checkpoint_every": 2, "observers.wandb.mode": "offline"})
-    with pytest.raises(RuntimeError, match="injected failure"):
+    with pytest.raises(PluginError, match="injected failure"):
         run(data, [where], plugins=[FakePlugin(), corl_wandb, FailAtStep(3)])
     run(data, [where], plugins=[FakePlugin(), corl_wandb], resume=True)
     records = wandb_records(tmp_path, runs=2)
@@ -213,7 +213,7 @@ def test_mlflow_file_store_logs_the_tensorboard_scalars_and_the_recipe(corl_run)
 
 def test_mlflow_marks_a_failed_run_failed(corl_run, tmp_path):
     uri = (tmp_path / "store").as_uri()
-    with pytest.raises(RuntimeError, match="injected failure"):
+    with pytest.raises(PluginError, match="injected failure"):
         corl_run(recipe(**{"observers.mlflow.tracking_uri": uri}), plugins=[corl_mlflow, FailAtStep(2)])
     os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
     from mlflow.tracking import MlflowClient
@@ -230,7 +230,7 @@ def test_a_resumed_run_continues_the_same_mlflow_run(tmp_path):
 
     where = f"run.output_dir='{tmp_path}'"
     data = recipe(**{"run.checkpoint_every": 2, "observers.mlflow.experiment": "resume"})
-    with pytest.raises(RuntimeError, match="injected failure"):
+    with pytest.raises(PluginError, match="injected failure"):
         run(data, [where], plugins=[FakePlugin(), corl_mlflow, FailAtStep(3)])
     run(data, [where], plugins=[FakePlugin(), corl_mlflow], resume=True)
     client = mlflow_client(tmp_path)

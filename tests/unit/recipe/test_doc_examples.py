@@ -22,5 +22,6 @@ def registry():
 @pytest.mark.parametrize("page, i, block", BLOCKS, ids=[f"{page}#{i}" for page, i, _ in BLOCKS])
 def test_the_recipe_fragments_in_the_docs_validate(registry, page, i, block):
     fragment = tomllib.loads(block)
-    recipe = {"agents": [{"name": "a", "model": "zoo:llama-tiny"}], "topology": {"type": "self"}, **fragment}
+    recipe = {"agents": [{"name": "a", "model": "HuggingFaceTB/SmolLM2-360M-Instruct"}], "topology": {"type": "self"},
+              **fragment}
     load_recipe(recipe, registry=registry)

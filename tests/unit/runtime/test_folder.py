@@ -2,6 +2,7 @@
 (``corl.run(..., force=True)``); one whose earlier run trained nothing is reused."""
 
 import json
+import logging
 
 import pytest
 
@@ -17,7 +18,7 @@ def files(out):
     return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
 
 
-def test_a_finished_run_is_kept_unless_forced(tmp_path, capsys):
+def test_a_finished_run_is_kept_unless_forced(tmp_path, caplog):
     out = tmp_path / "run"
     run_tiny(out, SHORT)
     kept = files(out)
@@ -32,8 +33,9 @@ def test_a_finished_run_is_kept_unless_forced(tmp_path, capsys):
     assert files(out) == kept  # nothing touched
 
     (out / "notes.txt").write_text("mine")
-    run_tiny(out, SHORT, ["run.seed=1"], force=True)
-    assert f"{out}: replacing the earlier run there (summary.json)" in capsys.readouterr().out
+    with caplog.at_level(logging.INFO, logger="corl"):
+        run_tiny(out, SHORT, ["run.seed=1"], force=True)
+    assert f"{out}: replacing the earlier run there (summary.json)" in [r.getMessage() for r in caplog.records]
     other = tmp_path / "other"
     run_tiny(other, SHORT, ["run.seed=1"])
     assert outcome(out)[:2] == outcome(other)[:2]  # the new run alone: no old records mixed in
