@@ -28,6 +28,7 @@ from corl.protocols import traits
 #: Built-in plugin modules, registered exactly like third-party plugins.
 BUILTIN_PLUGINS = (
     "corl.builtin.tasks.arithmetic",
+    "corl.builtin.tasks.addition",
     "corl.builtin.tasks.word_problems",
     "corl.builtin.tasks.data",
     "corl.builtin.tasks.code_tasks",

@@ -66,13 +66,21 @@ class ConsoleObserver:
             table.add_column(c, justify="right")
         table.add_column("best pass@1", justify="right")
         for name, s in summary["agents"].items():
-            cells = [f"{s['before'][c]:.3f} -> {s['after'][c]:.3f} ({100 * (s['after'][c] - s['before'][c]):+.1f})"
-                     for c in cols]
+            cells = [f"{s['before'][c]:.3f} -> {s['after'][c]:.3f} ({100 * (s['after'][c] - s['before'][c]):+.1f}"
+                     f"{_noise(s) if c == 'pass@1' else ''})" for c in cols]
             table.add_row(name, *cells, f"{s['best']['pass@1']:.3f} @{s['best_step']}")
+        table.caption = "changes in points; pass@1's ± is the evaluation's standard error of the change (sampling)"
         from rich.console import Console
 
         Console(width=max(120, shutil.get_terminal_size().columns)).print(table)  # the result goes to stdout
         print(f"outputs: {run.output_dir}")
+
+
+def _noise(scores) -> str:
+    """`` ± se`` of an agent's pass@1 change, in points (the two evaluations' sampling standard errors
+    combined as if independent; with common random numbers they are not, so this is conservative)."""
+    se = [scores[when].get("pass@1_se") for when in ("before", "after")]
+    return "" if None in se else f" ± {100 * (se[0] ** 2 + se[1] ** 2) ** 0.5:.1f}"
 
 
 class JsonlObserver:

@@ -66,7 +66,7 @@ TINY = [
     "run.steps=2", "run.prompts_per_step=8", "zoo.steps=20", "task.seed_size=256", "task.train_size=64",
     "task.eval_size=32", "eval.size=16", "eval.k=4", "voting.n_votes=4", "voting.n_train=4",
 ]
-#: TINY's task.* keys are the arithmetic (and shapes) task's; other task types shrink their data their own way.
+#: TINY's task.* keys are the arithmetic (addition, shapes) task's; other task types shrink their data their own way.
 TINY_TASK = {"jsonl": ["task.limit=256"],
              "expressions": ["task.seed_size=128", "task.train_size=16", "task.eval_size=16"]}
 #: Real pretrained models (recipes with pypi: agents): two steps of 2 prompts x 4 samples.
@@ -82,9 +82,11 @@ def tiny_for(recipe: str | Path) -> list[str]:
         return TINY_REAL + [f"agents[{i}].sampler.max_new_tokens=12" for i in range(len(agents))]
     task = data.get("task", {}).get("type", "arithmetic")
     own = [f"agents[{i}].zoo_steps=20" for i, a in enumerate(agents) if "zoo_steps" in a]  # outranks zoo.steps
-    if task in ("arithmetic", "shapes"):
-        return TINY + own
-    return [x for x in TINY if not x.startswith("task.")] + TINY_TASK.get(task, []) + own
+    # zoo.steps shrinks the warm-start a [zoo] table asks for; shipped zoo models (zoo:*-add3) have none
+    tiny = TINY if "zoo" in data else [x for x in TINY if not x.startswith("zoo.")]
+    if task in ("arithmetic", "addition", "shapes"):
+        return tiny + own
+    return [x for x in tiny if not x.startswith("task.")] + TINY_TASK.get(task, []) + own
 
 
 def base_recipe() -> dict[str, Any]:

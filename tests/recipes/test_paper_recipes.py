@@ -23,9 +23,21 @@ def test_paper_recipe_validates(path):
 
 def test_claims_cover_both_regimes_and_name_only_shipped_recipes():
     claims = load_claims(PAPER / "claims.toml", [p.stem for p in RECIPES])
-    assert set(claims["regimes"]) == {"strong", "weak"}
-    assert all(claims["regimes"][r]["recipes"] for r in ("strong", "weak"))
-    assert {c["regime"] for c in claims["claims"]} == {"strong", "weak"}
+    assert set(claims["regimes"]) == {"held_out", "test_time"}
+    assert all(claims["regimes"][r]["recipes"] for r in ("held_out", "test_time"))
+    assert {c["regime"] for c in claims["claims"]} == {"held_out", "test_time"}
+    # a claim compares recipes of one protocol only
+    assert all(c["recipe"].startswith(c["regime"]) and (c.get("baseline") or c["recipe"]).startswith(c["regime"])
+               for c in claims["claims"])
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.stem)
+def test_each_recipe_trains_under_the_protocol_its_name_says_with_the_grids_settings(path):
+    """docs/results.md's grid: 150 steps x 32 prompts, eval 1000 x 8; held_out_* train on the train
+    split, test_time_* on the evaluated prompts."""
+    spec = load_recipe(str(path), registry=build_registry(make_plugin_manager()))
+    assert spec.run.protocol == ("test_time" if path.stem.startswith("test_time") else "held_out")
+    assert (spec.run.steps, spec.run.prompts_per_step, spec.eval.size, spec.eval.k) == (150, 32, 1000, 8)
 
 
 def test_generator_reproduces_the_committed_recipes(tmp_path):

@@ -2,6 +2,7 @@
 plugins for one run, runs that can be compared exactly."""
 
 import json
+from pathlib import Path
 
 import corl
 from corl.testing import FakePlugin, fake_recipe, outcome, run_tiny
@@ -79,3 +80,15 @@ def test_the_kits_failure_path_example_runs_as_written(tmp_path, broken_plugin, 
     exec(compile(example, "corl.testing example", "exec"), namespace)
     namespace["test_a_broken_router_is_named"](tmp_path)
     namespace["test_a_plugin_that_fails_to_import_is_skipped_and_named"](broken_plugin)
+
+
+def test_tiny_for_shrinks_a_warm_start_only_where_a_recipe_asks_for_one(tmp_path):
+    from corl.testing import TINY, tiny_for
+
+    root = Path(__file__).resolve().parents[2] / "recipes"
+    assert "zoo.steps=20" not in tiny_for(root / "three_agent_ring.toml")  # shipped zoo:*-add3 models: no [zoo]
+    assert set(tiny_for(root / "three_agent_ring.toml")) == set(TINY) - {"zoo.steps=20"}  # the addition task's keys
+    assert "zoo.steps=20" in tiny_for(root / "data_file.toml")
+    own = tmp_path / "own.toml"
+    own.write_text('[zoo]\nsteps = 900\n[[agents]]\nname = "a"\nmodel = "zoo:llama-tiny"\nzoo_steps = 50\n')
+    assert {"zoo.steps=20", "agents[0].zoo_steps=20"} <= set(tiny_for(own))

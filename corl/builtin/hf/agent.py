@@ -50,7 +50,7 @@ class HFAgent:
         who = f"agent {self.name!r}"
 
         examples = None
-        if config.model.startswith("zoo:") and ctx.task is not None:
+        if config.model.startswith("zoo:") and config.model[4:] in zoo.FAMILIES and ctx.task is not None:
             seed = ctx.task.split("seed")
             examples = [(p.text, str(p.label) if p.solution is None else p.solution) for p in seed]
             # a zoo model's tokenizer and context are known before its warm-start: check the prompts first

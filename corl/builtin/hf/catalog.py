@@ -8,6 +8,9 @@ from pathlib import Path
 
 #: text zoo name -> transformers family (``zoo:NAME``; :mod:`corl.builtin.hf.zoo`)
 TEXT_ZOO = {"llama-tiny": "llama", "qwen2-tiny": "qwen2", "gpt-neox-tiny": "gpt_neox", "gpt2-tiny": "gpt2"}
+#: text zoo models shipped trained inside the package (no warm-start) -> transformers family; how
+#: they were built and how to rebuild them: :mod:`corl.builtin.hf.shipped`
+SHIPPED_ZOO = {"llama-add3": "llama", "qwen2-add3": "qwen2", "neox-add3": "gpt_neox"}
 #: vision-language zoo name -> design (:mod:`corl.builtin.hf.vision_zoo`)
 VISION_ZOO = {"llava-tiny": "llava", "idefics3-tiny": "idefics3"}
 
@@ -17,3 +20,8 @@ CACHE_ENV = "CORL_CACHE_DIR"
 def cache_root() -> Path:
     """Where built models are cached: ``$CORL_CACHE_DIR``, default ``~/.cache/corl``."""
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "corl")
+
+
+def shipped_folder(name: str) -> Path:
+    """The package folder holding shipped zoo model ``name`` (a Hugging Face model folder)."""
+    return Path(__file__).resolve().parent / "zoo_weights" / name

@@ -9,6 +9,7 @@ from typing import Literal
 
 import attrs
 
+from corl.builtin.hf.catalog import SHIPPED_ZOO
 from corl.builtin.hf.prompts import check_template
 
 v = attrs.validators
@@ -23,8 +24,22 @@ class ZooConfig:
     batch_size: int = attrs.field(default=128, validator=attrs.validators.ge(1),
                                   metadata={"help": "examples per warm-start step"})
     lr: float = attrs.field(default=5e-3, validator=attrs.validators.gt(0),
-                            metadata={"help": "peak AdamW learning rate (warmup then cosine)"})
+                            metadata={"help": "peak AdamW learning rate (after a linear warmup)"})
     seed: int = attrs.field(default=0, metadata={"help": "initialisation and data-order seed"})
+    schedule: Literal["cosine", "constant"] = attrs.field(default="cosine", metadata={
+        "help": "learning rate after the warmup: cosine decay to 0 at the last step, or constant (how the shipped "
+                "zoo:*-add3 models were warm-started, stopped inside their learning transition)"})
+    warmup_steps: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.ge(1)),
+                                           metadata={"help": "linear warmup steps (default: 5% of steps)"})
+
+    def cache_key(self) -> dict:
+        """The settings as a cache key: ``schedule`` and ``warmup_steps`` at their defaults are left
+        out, so models cached before those options existed keep their keys."""
+        key = attrs.asdict(self)
+        for name in ("schedule", "warmup_steps"):
+            if key[name] == attrs.fields_dict(ZooConfig)[name].default:
+                del key[name]
+        return key
 
 
 def _text_model(instance, attribute, value: str) -> None:
@@ -95,7 +110,8 @@ class LoraSettings:
 @attrs.frozen
 class HFAgentConfig(ModelSettings):
     model: str = attrs.field(kw_only=True, validator=_text_model, metadata={
-        "help": "zoo:NAME (built and warm-started here), a local HF folder, gguf:PATH (converted once), "
+        "help": "zoo:NAME (shipped trained: llama-add3, qwen2-add3, neox-add3 for the addition task; or built and "
+                "warm-started here: llama-tiny, qwen2-tiny, gpt-neox-tiny, gpt2-tiny), a local HF folder, gguf:PATH (converted once), "
                 "pypi:NAME (a packaged model: smollm2-135m-instruct, gemma3-270m; needs co-rl[real]), or a hub id"})
     prompt_template: str = attrs.field(default="{prompt}", validator=check_template, metadata={
         "help": "how this agent sees the task text, a format string with {prompt} (e.g. few-shot "
@@ -158,7 +174,12 @@ class HFSamplerConfig:
 def zoo_needs_seed(config: ModelSettings, facts) -> list[tuple[str, str]]:
     """An agent's validation cross-check (:class:`corl.protocols.AgentTraits`): a ``zoo:`` model
     warm-starts on the task's labeled seed split, so a task that will have none is refused here,
-    before anything loads (unless the agent asks for an untrained model with zoo_steps = 0)."""
+    before anything loads (unless the agent asks for an untrained model with zoo_steps = 0). A
+    shipped zoo model needs no seed split, and takes no warm-start settings."""
+    if config.model.startswith("zoo:") and config.model[4:] in SHIPPED_ZOO:
+        return [(key, f"{config.model} ships trained (no warm-start): {key} applies to the zoo models "
+                      "warm-started here (zoo:llama-tiny, ...); remove it")
+                for key in ("zoo_seed", "zoo_steps") if getattr(config, key) is not None]
     if not config.model.startswith("zoo:") or zoo_config_for(config, facts.sections["zoo"]).steps == 0:
         return []
     fix = facts.missing_split("seed")

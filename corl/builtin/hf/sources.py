@@ -1,6 +1,7 @@
 """Where an ``hf`` agent's weights come from: one resolver for every ``model = "..."`` form.
 
-* ``zoo:NAME``: a tiny model built and warm-started here (:mod:`corl.builtin.hf.zoo`, :mod:`corl.builtin.hf.vision_zoo`).
+* ``zoo:NAME``: a tiny model shipped trained with the package (:mod:`corl.builtin.hf.shipped`), or built
+  and warm-started here (:mod:`corl.builtin.hf.zoo`, :mod:`corl.builtin.hf.vision_zoo`).
 * a local Hugging Face folder (holds ``config.json``).
 * ``gguf:PATH``: a GGUF file, dequantised and converted once to a safetensors HF folder in the
   corl cache, then reused (transformers loads GGUF through the ``gguf`` package, but a model
@@ -27,7 +28,7 @@ import attrs
 
 from corl import logs
 from corl.atomic import atomic_folder
-from corl.builtin.hf.catalog import TEXT_ZOO, VISION_ZOO, cache_root
+from corl.builtin.hf.catalog import SHIPPED_ZOO, TEXT_ZOO, VISION_ZOO, cache_root, shipped_folder
 from corl.errors import CorlError
 
 EXTRA = "co-rl[real]"
@@ -78,10 +79,10 @@ def check_source(value: str, vision: bool = False) -> None:
     a vision-language (``hf_vision``) agent; reads at most a folder's config.json, imports nothing heavy."""
     other = "hf" if vision else "hf_vision"
     if value.startswith("zoo:"):
-        names = VISION_ZOO if vision else TEXT_ZOO
+        names = VISION_ZOO if vision else {**SHIPPED_ZOO, **TEXT_ZOO}
         if value[4:] in names:
             return
-        if value[4:] in (TEXT_ZOO if vision else VISION_ZOO):
+        if value[4:] in (TEXT_ZOO.keys() | SHIPPED_ZOO.keys() if vision else VISION_ZOO):
             raise ValueError(f"a {'text' if vision else 'vision-language'} zoo model; give this agent type = \"{other}\"")
         raise ValueError(f"unknown zoo model; available {', '.join('zoo:' + n for n in names)}")
     if value.startswith(("pypi:", "gguf:")) and vision:
@@ -116,6 +117,8 @@ def check_source(value: str, vision: bool = False) -> None:
 
 def resolve(value: str, *, log: Callable[[str], None] = logs.logger.info, zoo_builder: Callable[[str], Path] | None = None) -> str:
     """What transformers' ``from_pretrained`` should load for ``model = value``: a folder or a hub id."""
+    if value.startswith("zoo:") and value[4:] in SHIPPED_ZOO:
+        return str(shipped_folder(value[4:]))
     if value.startswith("zoo:"):
         if zoo_builder is None:
             raise CorlError(f"model {value!r}: a zoo model needs the run's task to warm-start on")

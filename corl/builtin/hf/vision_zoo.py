@@ -19,8 +19,6 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import attrs
-
 from corl import logs
 from corl.atomic import atomic_folder
 from corl.builtin.hf.catalog import VISION_ZOO, cache_root
@@ -107,7 +105,7 @@ def build(name: str):
 
 
 def _fingerprint(name: str, prompts: Sequence[Prompt], config: ZooConfig) -> str:
-    h = hashlib.sha256(json.dumps([name, attrs.asdict(config), D_TEXT, LAYERS, HEADS, D_VISION, VISION_LAYERS,
+    h = hashlib.sha256(json.dumps([name, config.cache_key(), D_TEXT, LAYERS, HEADS, D_VISION, VISION_LAYERS,
                                    IMAGE_SIZE, PATCH, CHARS, CHAT_TEMPLATE]).encode())
     for p in prompts:
         h.update(json.dumps([p.text, str(p.label)]).encode())

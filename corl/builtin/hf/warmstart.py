@@ -1,7 +1,7 @@
 """The one supervised trainer the zoo uses to warm-start its tiny models (text and vision-language).
 
-Loss on the answer and EOS only, AdamW (weight decay 0.01), linear warmup for 5% of the steps then
-cosine decay, gradient clipping at 1.0, a seeded data order. Progress goes through :mod:`corl.logs`
+Loss on the answer and EOS only, AdamW (weight decay 0.01), linear warmup (5% of the steps unless
+``warmup_steps`` says) then cosine decay or a constant rate, gradient clipping at 1.0, a seeded data order. Progress goes through :mod:`corl.logs`
 (a bar on a terminal, a logged line every 10% elsewhere).
 """
 
@@ -42,6 +42,14 @@ def right_padded(sequences: Sequence[Sequence[int]], answer_lengths: Sequence[in
     return input_ids, labels, mask
 
 
+def lr_factor(config: ZooConfig) -> Callable[[int], float]:
+    """Step -> multiple of ``config.lr``: linear warmup, then cosine decay to 0 or constant."""
+    warmup = config.warmup_steps or max(1, config.steps // 20)
+    if config.schedule == "constant":
+        return lambda s: min((s + 1) / warmup, 1.0)
+    return lambda s: min((s + 1) / warmup, 0.5 * (1 + math.cos(math.pi * s / config.steps)))
+
+
 def train(model, input_ids, labels, mask, config: ZooConfig, description: str,
           extra: Callable[[Any], dict] | None = None, check: Callable[[], None] = lambda: None):
     """``config.steps`` supervised steps of ``config.batch_size`` rows drawn with ``config.seed``;
@@ -50,9 +58,7 @@ def train(model, input_ids, labels, mask, config: ZooConfig, description: str,
     import torch
 
     optim = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.01)
-    warmup = max(1, config.steps // 20)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        optim, lambda s: min((s + 1) / warmup, 0.5 * (1 + math.cos(math.pi * s / config.steps))))
+    sched = torch.optim.lr_scheduler.LambdaLR(optim, lr_factor(config))
     gen = torch.Generator().manual_seed(config.seed)
     model.train()
     for _ in logs.track(range(config.steps), description, config.steps, log=logs.get("zoo")):

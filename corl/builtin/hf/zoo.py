@@ -14,8 +14,6 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import attrs
-
 from corl import logs
 from corl.atomic import atomic_folder
 from corl.builtin.hf.catalog import TEXT_ZOO, cache_root
@@ -89,7 +87,7 @@ def resolve(name: str, examples: Sequence[tuple[str, str]], config: ZooConfig,
     (``check()`` between warm-start steps: :func:`corl.builtin.hf.warmstart.train`)."""
     if name not in FAMILIES:
         raise ConfigError(f"unknown zoo model 'zoo:{name}'; available: {', '.join('zoo:' + n for n in FAMILIES)}")
-    fingerprint = hashlib.sha256(json.dumps([name, attrs.asdict(config), D_MODEL, LAYERS, HEADS, chars_for(examples),
+    fingerprint = hashlib.sha256(json.dumps([name, config.cache_key(), D_MODEL, LAYERS, HEADS, chars_for(examples),
                                              list(examples)]).encode()).hexdigest()[:16]
     folder = cache_root() / "zoo" / f"{name}-{fingerprint}"
     if (folder / "config.json").exists():
@@ -109,12 +107,13 @@ def resolve(name: str, examples: Sequence[tuple[str, str]], config: ZooConfig,
 
 
 def warm_start(family: str, examples: Sequence[tuple[str, str]], config: ZooConfig,
-               check: Callable[[], None] = lambda: None):
-    """An untrained ``family`` model and its tokenizer, warm-started on ``examples`` (prompt, answer)."""
+               check: Callable[[], None] = lambda: None, chars: str | None = None):
+    """An untrained ``family`` model and its tokenizer (``chars``, default :func:`chars_for` the
+    examples), warm-started on ``examples`` (prompt, answer)."""
     from transformers import AutoModelForCausalLM
 
     with seeded(config.seed):
-        tokenizer = build_tokenizer(chars_for(examples))
+        tokenizer = build_tokenizer(chars or chars_for(examples))
         ids = tokenizer.get_vocab()
         model = AutoModelForCausalLM.from_config(_config_for(family, len(ids), ids))
         if config.steps == 0:

@@ -1,6 +1,7 @@
-"""Built-in tasks, each module a plugin of its own: ``arithmetic`` (the embedded default),
-``word_problems``, ``jsonl`` (your data files), ``expressions`` / ``python_functions`` (code, voted
-on by behaviour in :mod:`corl.sandbox`), ``shapes`` (rendered images). :mod:`.answers` extracts and
+"""Built-in tasks, each module a plugin of its own: ``addition`` (the embedded testbed: n-digit
+sums written least-significant digit first), ``arithmetic`` (a+b and a*b+c), ``word_problems``,
+``jsonl`` (your data files), ``expressions`` / ``python_functions`` (code, voted on by behaviour
+in :mod:`corl.sandbox`), ``shapes`` (rendered images). :mod:`.answers` extracts and
 compares answers (math-verify for math); :mod:`.code` is the code tasks' verifier."""
 
 

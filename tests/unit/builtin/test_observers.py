@@ -25,6 +25,11 @@ def test_every_observer_writes_what_it_promises(tmp_path, capsys):
     assert [e.step for e in events.Scalars("eval/fake1/pass@1")] == [0, 2, 4]
     out = capsys.readouterr().out
     assert "held-out accuracy before -> after 4 steps" in out and f"outputs: {tmp_path}" in out
+    # pass@1's change carries its evaluation standard error, so a reader can tell a gain from noise
+    s = summary["agents"]["fake0"]
+    se = 100 * (s["before"]["pass@1_se"] ** 2 + s["after"]["pass@1_se"] ** 2) ** 0.5
+    assert f"({100 * (s['after']['pass@1'] - s['before']['pass@1']):+.1f} ± {se:.1f})" in out
+    assert "standard error of the change" in out
 
 
 def test_a_resumed_run_keeps_only_the_metrics_its_checkpoint_covers(tmp_path):

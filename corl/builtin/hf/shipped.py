@@ -1,0 +1,89 @@
+"""The zoo models shipped trained inside the package, and how they were built (to rebuild them).
+
+``zoo:llama-add3``, ``zoo:qwen2-add3`` and ``zoo:neox-add3`` (three transformers families of the
+zoo's size: d 64, 4 layers, 0.15-0.2M parameters, under 1.1 MB each) need no warm-start, so step 0
+is the same on every machine and a first run starts in seconds. Each was warm-started on the
+``addition`` task's default labeled seed split (3-digit operands, answers least-significant digit
+first, 20000 examples, task seed 1234) by :func:`corl.builtin.hf.warmstart.train` with a constant
+learning rate after 100 warmup steps, and stopped *inside* the sharp transition in which that
+family learns the task (10% -> 99% pass@1 within a few hundred steps): a base with sampling
+headroom (maj@8 well above pass@1) that RL can move (docs/results.md).
+
+``scripts/make_zoo.py`` rebuilds them (``--check`` compares the sha256 of each rebuilt
+``model.safetensors`` with :data:`SHIPPED`; the slow test ``tests/unit/builtin/hf/test_shipped_slow.py``
+does the same). A rebuild is bit-for-bit on one torch build at one thread; another machine or
+library version may stop elsewhere in the transition, which is why the weights are shipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import attrs
+
+from corl import logs
+from corl.atomic import atomic_folder
+from corl.builtin.hf import zoo
+from corl.builtin.hf.catalog import SHIPPED_ZOO, shipped_folder
+from corl.builtin.hf.config import ZooConfig
+
+
+@attrs.frozen
+class ShippedModel:
+    family: str
+    warm_start: ZooConfig
+    sha256: str  # the first 16 hex digits of model.safetensors' sha256
+
+
+def _constant(lr: float, steps: int) -> ZooConfig:
+    return ZooConfig(steps=steps, lr=lr, batch_size=128, seed=0, schedule="constant", warmup_steps=100)
+
+
+#: The tokenizer's characters: the zoo's plus ``|``, which the vocabulary these models were first
+#: built with kept for a worked answer format (column digits and carries, then ``|`` and the answer).
+CHARS = zoo.CHARS + "|"
+#: The ``[task]`` whose seed split they were warm-started on (the addition task's defaults).
+TASK = {"type": "addition", "digits": 3, "order": "reversed", "seed_size": 20000, "seed": 1234}
+#: Step counts chosen inside each family's transition (a probe evaluated every 100 steps: llama lr
+#: 3e-3 10% @1600 -> 63% @1800 -> 84% @2000; qwen2 lr 1e-3 11% @1200 -> 57% @1300; neox lr 3e-3
+#: 33% @700 -> 58% @800; qwen2 at 3e-3 never left 0% in 3000 steps).
+SHIPPED = {
+    "llama-add3": ShippedModel("llama", _constant(3e-3, 1800), "d9d9d72005d56b94"),
+    "qwen2-add3": ShippedModel("qwen2", _constant(1e-3, 1300), "9d7a197091925971"),
+    "neox-add3": ShippedModel("gpt_neox", _constant(3e-3, 800), "2eaf0ae360cba285"),
+}
+assert {n: m.family for n, m in SHIPPED.items()} == SHIPPED_ZOO
+
+
+def digest(folder: Path) -> str:
+    """The first 16 hex digits of the sha256 of ``folder/model.safetensors``."""
+    return hashlib.sha256((Path(folder) / "model.safetensors").read_bytes()).hexdigest()[:16]
+
+
+def rebuild(name: str, examples: Sequence[tuple[str, str]], out: Path,
+            log: Callable[[str], None] = logs.logger.info) -> str:
+    """Warm-start shipped model ``name`` again on ``examples`` (the TASK's seed split as (prompt,
+    answer) pairs) into the folder ``out``, at one torch thread; returns its :func:`digest`."""
+    import torch
+
+    spec = SHIPPED[name]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the shipped files were built at one thread; float sums depend on it
+    try:
+        model, tokenizer = zoo.warm_start(spec.family, examples, spec.warm_start, chars=CHARS)
+    finally:
+        torch.set_num_threads(threads)
+    with atomic_folder(Path(out)) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    got = digest(out)
+    log(f"zoo:{name}: rebuilt {spec.warm_start.steps} steps -> {out} (sha256 {got}; shipped {spec.sha256}, "
+        f"{'identical' if got == spec.sha256 else 'DIFFERENT'})")
+    return got
+
+
+def shipped_digest(name: str) -> str:
+    """The :func:`digest` of the installed package's copy of ``name``."""
+    return digest(shipped_folder(name))
