@@ -27,6 +27,7 @@ from corl.protocols import traits
 BUILTIN_PLUGINS = (
     "corl.builtin.tasks.arithmetic",
     "corl.builtin.tasks.word_problems",
+    "corl.builtin.tasks.drills",
     "corl.builtin.tasks.data",
     "corl.builtin.tasks.code_tasks",
     "corl.builtin.tasks.shapes",
