@@ -23,8 +23,14 @@ from corl.plugins import hookimpl
 from corl.types import Prompt
 
 v = attrs.validators
-Form = Literal["add", "add3d", "sub", "mul", "sum3", "max", "count", "word"]
+Form = Literal["add1", "add", "add3d", "sub", "mul", "sum3", "max", "count", "word"]
 WORDS = ("cat", "dog", "bird", "fish", "cow", "fox", "owl", "bee")
+
+
+def _add1(r):
+    a, b = r.randint(2, 9), r.randint(10, 49)
+    a, b = (a, b) if r.random() < 0.5 else (b, a)
+    return f"What is {a} + {b}?", a + b
 
 
 def _add(r):
@@ -77,9 +83,10 @@ def _word(r):
     return f"{name} has {a} {things} and gives away {b}. How many {things} does {name} have now?", a - b
 
 
-FORMS = {"add": _add, "add3d": _add3d, "sub": _sub, "mul": _mul, "sum3": _sum3, "max": _max, "count": _count,
-         "word": _word}
-HELP = ("add: a + b (two digits each); add3d: a + b (three digits each); sub: a - b >= 0 (two digits); "
+FORMS = {"add1": _add1, "add": _add, "add3d": _add3d, "sub": _sub, "mul": _mul, "sum3": _sum3, "max": _max,
+         "count": _count, "word": _word}
+HELP = ("add1: a one-digit and a two-digit number added (2-9 and 10-49); add: a + b (two digits each); "
+        "add3d: a + b (three digits each); sub: a - b >= 0 (two digits); "
         "mul: a * b (a 3-9, b 12-99); sum3: a + b + c (two digits each); max: the largest of five "
         "two-digit numbers; count: how often a word occurs in a list of 5-13 animal words; word: a one-step "
         "word problem (gets b more / gives away b, numbers under 51)")

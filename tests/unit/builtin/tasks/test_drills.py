@@ -43,6 +43,8 @@ def test_forms_mix_and_ranges_hold():
     kinds = {"count" if "appear" in t else "word" if "has" in t else "add" for t, _ in problems}
     assert kinds == {"add", "count", "word"}
     assert all(20 <= a <= 198 for t, a in drills.generate(100, seed=1, forms=("add",)))
+    small = drills.generate(300, seed=1, forms=("add1",))
+    assert all(12 <= a <= 58 and min(map(int, re.findall(r"\d+", t))) <= 9 for t, a in small)
     assert {a for _, a in drills.generate(300, seed=1, forms=("count",))} == {2, 3, 4, 5, 6}
 
 
@@ -65,9 +67,9 @@ def test_free_text_answers_are_read_as_numbers():
 
 
 @pytest.mark.parametrize("forms, message", [
-    ('["add", "adx"]', r"task\.forms\[1\]: invalid value 'adx'; valid: 'add', 'add3d', 'sub'"),
+    ('["add", "adx"]', r"task\.forms\[1\]: invalid value 'adx'; valid: 'add1', 'add', 'add3d'"),
     ("[]", r"task\.forms: .*name at least one form"),
-    ('"add"', r"task\.forms: expected a list \(one of 'add'"),
+    ('"add"', r"task\.forms: expected a list \(one of 'add1', 'add'"),
 ])
 def test_the_forms_key_is_checked_before_anything_loads(tmp_path, forms, message):
     path = tmp_path / "r.toml"
