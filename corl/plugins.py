@@ -30,6 +30,7 @@ BUILTIN_PLUGINS = (
     "corl.builtin.tasks.arithmetic",
     "corl.builtin.tasks.addition",
     "corl.builtin.tasks.word_problems",
+    "corl.builtin.tasks.drills",
     "corl.builtin.tasks.data",
     "corl.builtin.tasks.code_tasks",
     "corl.builtin.tasks.shapes",
