@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -88,7 +89,9 @@ def test_sigterm_writes_a_checkpoint_and_resume_finishes(tmp_path, reference):
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 128 + signal.SIGTERM
-    assert "corl: error: stopped by SIGTERM after step" in err and "Traceback" not in err
+    # (eval.every=3: the signal may land in the evaluation after step 3, which says so)
+    assert re.search(r"corl: error: stopped by SIGTERM (during the evaluation )?after step \d+; checkpoint ", err), err
+    assert "Traceback" not in err
     [ckpt] = [p for p in (out / "checkpoints").iterdir() if p.name.startswith("step-")]
     step = int(ckpt.name.split("-")[1])
     assert 1 <= step < 400
