@@ -1,8 +1,11 @@
 """Screen drill forms on the two packaged real models (SmolLM2 chat, Gemma 3 two-shot of the same form):
 pass@1, maj@k and pass@k per form and model, as JSON lines on stdout and appended to OUT. Never a test.
 
-  python bench/screen_drills.py PROMPTS K MAX_NEW_TOKENS FORMS OUT
-  python bench/screen_drills.py 32 8 16 add,max,add1,count,word screen.jsonl   # docs/real-models.md
+  python bench/screen_drills.py PROMPTS K MAX_NEW_TOKENS FORMS OUT [SMOLLM2_FORMAT]
+  python bench/screen_drills.py 32 8 16 add,max,add1,count,word screen.jsonl        # docs/real-models.md
+  python bench/screen_drills.py 32 8 16 add0,max2,next,max screen.jsonl raw         # second screen
+
+SMOLLM2_FORMAT: chat (default: its chat template, no examples) or raw (the two-shot prompt Gemma gets).
 
 The agents are recipes/real_headroom.toml's (T = 0.7, bf16 sampling), with max_new_tokens and the
 Gemma template replaced per form.
@@ -25,6 +28,7 @@ from corl.types import Context
 N, K, TOK = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 forms = sys.argv[4].split(",")
 out = open(sys.argv[5], "a")
+smol_format = sys.argv[6] if len(sys.argv) > 6 else "chat"
 spec = load_recipe(Path(__file__).resolve().parents[1] / "recipes" / "real_headroom.toml")
 torch.set_num_threads(2)
 agents = {}
@@ -37,10 +41,11 @@ for form in forms:
     prompts, ver = task.split("eval"), task.verifier
     shots = generate(2, 99, (form,))
     for name, (_, agent, sampler) in agents.items():
-        if name == "gemma3":  # two solved examples of the same form
+        if name == "gemma3" or smol_format == "raw":  # two solved examples of the same form
             tpl = "".join(f"Question: {q} End with 'Answer: <number>'.\nAnswer: {a}\n\n" for q, a in shots)
             tpl += "Question: {prompt}\n"
-            agent.config = attrs.evolve(agent.config, prompt_template=tpl)
+            agent.config = attrs.evolve(agent.config, prompt_template=tpl, prompt_format="raw")
+            sampler.config = attrs.evolve(sampler.config, stop=("Question:",))
         t = time.time()
         torch.manual_seed(0)
         r = sampler.sample(agent, prompts, K, temperature=0.7)
@@ -53,7 +58,8 @@ for form in forms:
             votes = collections.Counter(a for a in ans if a is not None)
             top = votes.most_common(1)[0][0] if votes else None
             maj.append(top is not None and ver.equivalent(top, truth))
-        row = {"form": form, "model": name, "n": N, "k": K, "max_new_tokens": TOK, "pass@1": sum(right) / N,
+        fmt = "raw" if name == "gemma3" or smol_format == "raw" else "chat"
+        row = {"form": form, "model": name, "format": fmt, "n": N, "k": K, "max_new_tokens": TOK, "pass@1": sum(right) / N,
                "maj@k": sum(maj) / N, "pass@k": sum(x > 0 for x in right) / N, "seconds": round(time.time() - t),
                "examples": [[prompts[i].text, r.texts[i][0], prompts[i].label] for i in range(2)]}
         print(json.dumps(row), flush=True)

@@ -23,8 +23,13 @@ from corl.plugins import hookimpl
 from corl.types import Prompt
 
 v = attrs.validators
-Form = Literal["add1", "add", "add3d", "sub", "mul", "sum3", "max", "count", "word"]
+Form = Literal["add0", "add1", "add", "add3d", "sub", "mul", "sum3", "max", "max2", "next", "count", "word"]
 WORDS = ("cat", "dog", "bird", "fish", "cow", "fox", "owl", "bee")
+
+
+def _add0(r):
+    a, b = r.randint(1, 9), r.randint(1, 9)
+    return f"What is {a} + {b}?", a + b
 
 
 def _add1(r):
@@ -63,6 +68,16 @@ def _max(r):
     return f"Which is the largest of {', '.join(map(str, numbers))}?", max(numbers)
 
 
+def _max2(r):
+    a, b = r.sample(range(10, 100), 2)
+    return f"Which is larger, {a} or {b}?", max(a, b)
+
+
+def _next(r):
+    a = r.randint(10, 998)
+    return f"What number comes right after {a}?", a + 1
+
+
 def _count(r):
     word, others = r.choice(WORDS), [w for w in WORDS]
     n = r.randint(2, 6)
@@ -83,12 +98,12 @@ def _word(r):
     return f"{name} has {a} {things} and gives away {b}. How many {things} does {name} have now?", a - b
 
 
-FORMS = {"add1": _add1, "add": _add, "add3d": _add3d, "sub": _sub, "mul": _mul, "sum3": _sum3, "max": _max,
-         "count": _count, "word": _word}
-HELP = ("add1: a one-digit and a two-digit number added (2-9 and 10-49); add: a + b (two digits each); "
+FORMS = {"add0": _add0, "add1": _add1, "add": _add, "add3d": _add3d, "sub": _sub, "mul": _mul, "sum3": _sum3, "max": _max,
+         "max2": _max2, "next": _next, "count": _count, "word": _word}
+HELP = ("add0: a + b (one digit each, 81 distinct problems); add1: a one-digit and a two-digit number added (2-9 and 10-49); add: a + b (two digits each); "
         "add3d: a + b (three digits each); sub: a - b >= 0 (two digits); "
         "mul: a * b (a 3-9, b 12-99); sum3: a + b + c (two digits each); max: the largest of five "
-        "two-digit numbers; count: how often a word occurs in a list of 5-13 animal words; word: a one-step "
+        "two-digit numbers; max2: the larger of two two-digit numbers; next: the number after n (10-998); count: how often a word occurs in a list of 5-13 animal words; word: a one-step "
         "word problem (gets b more / gives away b, numbers under 51)")
 
 

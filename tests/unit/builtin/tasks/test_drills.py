@@ -16,8 +16,10 @@ def _solve(text: str) -> int:
     numbers = [int(n) for n in re.findall(r"\d+", text)]
     if m := re.search(r"the word '(\w+)' appear in this list: ([a-z ]+)\?", text):
         return m.group(2).split().count(m.group(1))
-    if "largest" in text:
+    if "largest" in text or "larger" in text:
         return max(numbers)
+    if "comes right after" in text:
+        return numbers[0] + 1
     if "gets" in text:
         return numbers[0] + numbers[1]
     if "gives away" in text:
@@ -30,8 +32,9 @@ def _solve(text: str) -> int:
 
 @pytest.mark.parametrize("form", list(drills.FORMS))
 def test_each_forms_answers_follow_from_its_text(form):
-    problems = drills.generate(200, seed=5, forms=(form,))
-    assert len({t for t, _ in problems}) == 200
+    count = 81 if form == "add0" else 200  # add0 has 9 x 9 problems in all
+    problems = drills.generate(count, seed=5, forms=(form,))
+    assert len({t for t, _ in problems}) == count
     for text, answer in problems:
         assert _solve(text) == answer >= 0, text
     assert drills.generate(50, seed=5, forms=(form,)) == problems[:50]
@@ -46,6 +49,9 @@ def test_forms_mix_and_ranges_hold():
     small = drills.generate(300, seed=1, forms=("add1",))
     assert all(12 <= a <= 58 and min(map(int, re.findall(r"\d+", t))) <= 9 for t, a in small)
     assert {a for _, a in drills.generate(300, seed=1, forms=("count",))} == {2, 3, 4, 5, 6}
+    assert {a for _, a in drills.generate(81, seed=1, forms=("add0",))} == set(range(2, 19))
+    with pytest.raises(CorlError, match="cannot draw 82 distinct drills"):
+        drills.generate(82, seed=1, forms=("add0",))
 
 
 def test_splits_are_disjoint_labelled_and_carry_the_instruction():
@@ -67,9 +73,9 @@ def test_free_text_answers_are_read_as_numbers():
 
 
 @pytest.mark.parametrize("forms, message", [
-    ('["add", "adx"]', r"task\.forms\[1\]: invalid value 'adx'; valid: 'add1', 'add', 'add3d'"),
+    ('["add", "adx"]', r"task\.forms\[1\]: invalid value 'adx'; valid: 'add0', 'add1', 'add'"),
     ("[]", r"task\.forms: .*name at least one form"),
-    ('"add"', r"task\.forms: expected a list \(one of 'add1', 'add'"),
+    ('"add"', r"task\.forms: expected a list \(one of 'add0', 'add1'"),
 ])
 def test_the_forms_key_is_checked_before_anything_loads(tmp_path, forms, message):
     path = tmp_path / "r.toml"
