@@ -1,9 +1,11 @@
-"""Screen drill forms on the two packaged real models (SmolLM2 chat, Gemma 3 two-shot of the same form):
+"""Screen drill forms on the two packaged real models (SmolLM2 chat, Gemma 3 two-shot: two solved
+drills of each form):
 pass@1, maj@k and pass@k per form and model, as JSON lines on stdout and appended to OUT. Never a test.
 
   python bench/screen_drills.py PROMPTS K MAX_NEW_TOKENS FORMS OUT [SMOLLM2_FORMAT]
   python bench/screen_drills.py 32 8 16 add,max,add1,count,word screen.jsonl        # docs/real-models.md
-  python bench/screen_drills.py 32 8 16 add0,max2,next,max screen.jsonl raw         # second screen
+  python bench/screen_drills.py 32 8 16 add0,max2,next screen.jsonl raw            # second screen
+  python bench/screen_drills.py 96 8 16 max2+next screen.jsonl raw                  # the mixed form
 
 SMOLLM2_FORMAT: chat (default: its chat template, no examples) or raw (the two-shot prompt Gemma gets).
 
@@ -26,7 +28,7 @@ from corl.recipe import load_recipe
 from corl.types import Context
 
 N, K, TOK = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-forms = sys.argv[4].split(",")
+forms = sys.argv[4].split(",")  # a form, or forms mixed with "+" (max2+next: one task drawing both)
 out = open(sys.argv[5], "a")
 smol_format = sys.argv[6] if len(sys.argv) > 6 else "chat"
 spec = load_recipe(Path(__file__).resolve().parents[1] / "recipes" / "real_headroom.toml")
@@ -37,9 +39,9 @@ for s in spec.agents:
     agents[s.name] = (s, HFAgent(s.agent.config, ctx),
                       HFSampler(attrs.evolve(s.sampler.config, max_new_tokens=TOK, batch_size=N * K), None))
 for form in forms:
-    task = DrillsTask(DrillsConfig(forms=(form,), train_size=1, eval_size=N, seed=1234))
+    task = DrillsTask(DrillsConfig(forms=tuple(form.split("+")), train_size=1, eval_size=N, seed=1234))
     prompts, ver = task.split("eval"), task.verifier
-    shots = generate(2, 99, (form,))
+    shots = [shot for f in form.split("+") for shot in generate(2, 99, (f,))]  # two solved drills of each form
     for name, (_, agent, sampler) in agents.items():
         if name == "gemma3" or smol_format == "raw":  # two solved examples of the same form
             tpl = "".join(f"Question: {q} End with 'Answer: <number>'.\nAnswer: {a}\n\n" for q, a in shots)
