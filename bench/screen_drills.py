@@ -43,7 +43,8 @@ for form in forms:
     prompts, ver = task.split("eval"), task.verifier
     shots = [shot for f in form.split("+") for shot in generate(2, 99, (f,))]  # two solved drills of each form
     for name, (_, agent, sampler) in agents.items():
-        if name == "gemma3" or smol_format == "raw":  # two solved examples of the same form
+        raw = name == "gemma3" or smol_format == "raw"
+        if raw:  # two solved drills of each form, then the question
             tpl = "".join(f"Question: {q} End with 'Answer: <number>'.\nAnswer: {a}\n\n" for q, a in shots)
             tpl += "Question: {prompt}\n"
             agent.config = attrs.evolve(agent.config, prompt_template=tpl, prompt_format="raw")
@@ -60,8 +61,7 @@ for form in forms:
             votes = collections.Counter(a for a in ans if a is not None)
             top = votes.most_common(1)[0][0] if votes else None
             maj.append(top is not None and ver.equivalent(top, truth))
-        fmt = "raw" if name == "gemma3" or smol_format == "raw" else "chat"
-        row = {"form": form, "model": name, "format": fmt, "n": N, "k": K, "max_new_tokens": TOK, "pass@1": sum(right) / N,
+        row = {"form": form, "model": name, "format": "raw" if raw else "chat", "n": N, "k": K, "max_new_tokens": TOK, "pass@1": sum(right) / N,
                "maj@k": sum(maj) / N, "pass@k": sum(x > 0 for x in right) / N, "seconds": round(time.time() - t),
                "examples": [[prompts[i].text, r.texts[i][0], prompts[i].label] for i in range(2)]}
         print(json.dumps(row), flush=True)
