@@ -13,9 +13,13 @@ from corl.testing import tiny_for
 from tests.kit import real_models_missing
 
 ROOT = Path(__file__).resolve().parents[2]
+#: shrunk runs of minutes that another default-run recipe already covers (the same two real models,
+#: agent and sampler code as real_headroom): `tox -e slow`, keeping the default run well under 15 min
+SLOW = {"real_smollm2_gemma3"}
 
 
-@pytest.mark.parametrize("name", sorted(shipped_recipes()))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
+                                  for n in sorted(shipped_recipes())])
 def test_shipped_recipe_runs_end_to_end(name, tmp_path, cache_dir):
     missing = real_models_missing(ROOT / "recipes" / f"{name}.toml")
     if missing:  # CI installs the real extra (tox.ini); a bare checkout may not have it
