@@ -31,12 +31,19 @@ class ZooConfig:
                 "zoo:*-add3 models were warm-started, stopped inside their learning transition)"})
     warmup_steps: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.ge(1)),
                                            metadata={"help": "linear warmup steps (default: 5% of steps)"})
+    stop: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.ge(1)), metadata={
+        "help": "end the warm-start after this many steps while the schedule still spans `steps`: a base stopped "
+                "inside its learning transition, with sampling headroom (bench/zoo_curve.py finds where)"})
+
+    def __attrs_post_init__(self):
+        if self.stop is not None and self.stop > self.steps:
+            raise ValueError(f"stop ({self.stop}) must not exceed steps ({self.steps})")
 
     def cache_key(self) -> dict:
-        """The settings as a cache key: ``schedule`` and ``warmup_steps`` at their defaults are left
-        out, so models cached before those options existed keep their keys."""
+        """The settings as a cache key: ``schedule``, ``warmup_steps`` and ``stop`` at their defaults
+        are left out, so models cached before those options existed keep their keys."""
         key = attrs.asdict(self)
-        for name in ("schedule", "warmup_steps"):
+        for name in ("schedule", "warmup_steps", "stop"):
             if key[name] == attrs.fields_dict(ZooConfig)[name].default:
                 del key[name]
         return key
@@ -69,6 +76,9 @@ class ModelSettings:
         "help": "for a zoo: model, warm-start with this seed instead of zoo.seed (two warm-starts of one family)"})
     zoo_steps: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.ge(0)), metadata={
         "help": "for a zoo: model, warm-start this many steps instead of zoo.steps (a weaker or stronger base)"})
+    zoo_stop: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.ge(1)), metadata={
+        "help": "for a zoo: model, end its warm-start after this many steps instead of zoo.stop (the schedule "
+                "still spans its steps)"})
     prompt_format: Literal["auto", "chat", "raw"] = attrs.field(default="auto", metadata={
         "help": "chat: wrap each prompt as a user turn with the tokenizer's chat template; raw: prompt_template "
                 "as plain text (base models); auto: chat when the tokenizer has a chat template"})
@@ -179,9 +189,14 @@ def zoo_needs_seed(config: ModelSettings, facts) -> list[tuple[str, str]]:
     if config.model.startswith("zoo:") and config.model[4:] in SHIPPED_ZOO:
         return [(key, f"{config.model} ships trained (no warm-start): {key} applies to the zoo models "
                       "warm-started here (zoo:llama-tiny, ...); remove it")
-                for key in ("zoo_seed", "zoo_steps") if getattr(config, key) is not None]
-    if not config.model.startswith("zoo:") or zoo_config_for(config, facts.sections["zoo"]).steps == 0:
+                for key in ("zoo_seed", "zoo_steps", "zoo_stop") if getattr(config, key) is not None]
+    if not config.model.startswith("zoo:"):
         return []
+    try:
+        if zoo_config_for(config, facts.sections["zoo"]).steps == 0:
+            return []
+    except ValueError as exc:  # a stop past the steps (zoo.stop or zoo_stop against zoo.steps or zoo_steps)
+        return [("zoo_stop" if config.zoo_stop is not None else "zoo_steps", str(exc))]
     fix = facts.missing_split("seed")
     if fix is None:
         return []
@@ -190,10 +205,8 @@ def zoo_needs_seed(config: ModelSettings, facts) -> list[tuple[str, str]]:
 
 
 def zoo_config_for(config: ModelSettings, zoo: ZooConfig) -> ZooConfig:
-    """The run's ``[zoo]`` settings with this agent's own ``zoo_seed`` / ``zoo_steps`` (text and
-    vision zoo models alike; part of the cache key, like every ZooConfig field)."""
-    if config.zoo_seed is not None:
-        zoo = attrs.evolve(zoo, seed=config.zoo_seed)
-    if config.zoo_steps is not None:
-        zoo = attrs.evolve(zoo, steps=config.zoo_steps)
-    return zoo
+    """The run's ``[zoo]`` settings with this agent's own ``zoo_seed`` / ``zoo_steps`` / ``zoo_stop``
+    (text and vision zoo models alike; part of the cache key, like every ZooConfig field). A stop past
+    the steps raises ValueError (validation reports it at the agent's key)."""
+    own = {"seed": config.zoo_seed, "steps": config.zoo_steps, "stop": config.zoo_stop}
+    return attrs.evolve(zoo, **{k: value for k, value in own.items() if value is not None})

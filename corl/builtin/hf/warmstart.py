@@ -52,7 +52,7 @@ def lr_factor(config: ZooConfig) -> Callable[[int], float]:
 
 def train(model, input_ids, labels, mask, config: ZooConfig, description: str,
           extra: Callable[[Any], dict] | None = None, check: Callable[[], None] = lambda: None):
-    """``config.steps`` supervised steps of ``config.batch_size`` rows drawn with ``config.seed``;
+    """``config.steps`` (or ``config.stop``) supervised steps of ``config.batch_size`` rows drawn with ``config.seed``;
     ``extra(rows)`` adds per-row model inputs (a vision-language model's images); ``check()`` runs
     before every step (the run's ``ctx.stop.check``: a signal abandons the warm-start there)."""
     import torch
@@ -61,7 +61,8 @@ def train(model, input_ids, labels, mask, config: ZooConfig, description: str,
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lr_factor(config))
     gen = torch.Generator().manual_seed(config.seed)
     model.train()
-    for _ in logs.track(range(config.steps), description, config.steps, log=logs.get("zoo")):
+    steps = config.stop or config.steps  # (stop: the schedule still spans config.steps)
+    for _ in logs.track(range(steps), description, steps, log=logs.get("zoo")):
         check()
         rows = torch.randint(len(input_ids), (config.batch_size,), generator=gen)
         out = model(input_ids=input_ids[rows], attention_mask=mask[rows], labels=labels[rows],

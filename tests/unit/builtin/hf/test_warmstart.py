@@ -1,0 +1,79 @@
+"""The zoo's warm-start: ``stop`` ends it early while the learning-rate schedule still spans ``steps``
+(a base inside its learning transition, reproducible from a recipe)."""
+
+import pytest
+import torch
+
+from corl.builtin.hf import zoo
+from corl.builtin.hf.config import ZooConfig
+from corl.errors import ConfigError
+from corl.recipe import load_recipe
+
+EXAMPLES = [(f"{a}+{b}=", str(a + b)) for a in range(10) for b in range(10)]
+
+
+class Stop(Exception):
+    pass
+
+
+def weights(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def test_stop_is_the_first_steps_of_the_longer_schedule():
+    config = ZooConfig(steps=12, batch_size=8, lr=3e-3, schedule="cosine")
+    stopped, _ = zoo.warm_start("llama", EXAMPLES, ZooConfig(steps=12, batch_size=8, lr=3e-3, stop=4))
+    calls = []
+
+    def interrupt():  # the full 12-step schedule, abandoned before its 5th step
+        calls.append(1)
+        if len(calls) == 5:
+            raise Stop
+
+    box = {}
+    original = zoo.train
+
+    def keep(model, *args, **kwargs):
+        box["model"] = model
+        return original(model, *args, **kwargs)
+
+    zoo.train = keep
+    try:
+        with pytest.raises(Stop):
+            zoo.warm_start("llama", EXAMPLES, config, check=interrupt)
+    finally:
+        zoo.train = original
+    interrupted = weights(box["model"])
+    short, _ = zoo.warm_start("llama", EXAMPLES, ZooConfig(steps=4, batch_size=8, lr=3e-3))
+    got = weights(stopped)
+    assert all(torch.equal(got[k], interrupted[k]) for k in got)  # 4 steps of the 12-step cosine
+    assert not all(torch.equal(got[k], v) for k, v in weights(short).items())  # not a 4-step cosine
+
+
+def test_stop_is_in_the_cache_key_only_when_set():
+    assert "stop" not in ZooConfig().cache_key()
+    assert ZooConfig(stop=5).cache_key()["stop"] == 5
+
+
+RECIPE = {"task": {"type": "addition"}, "topology": {"type": "ring"}, "zoo": {"steps": 100},
+          "agents": [{"name": "a", "model": "zoo:llama-tiny"}, {"name": "b", "model": "zoo:qwen2-tiny"}]}
+
+
+@pytest.mark.parametrize(("change", "where", "what"), [
+    ({"zoo": {"steps": 100, "stop": 200}}, "zoo", "stop (200) must not exceed steps (100)"),
+    ({"agents": [{"name": "a", "model": "zoo:llama-tiny", "zoo_stop": 150}, RECIPE["agents"][1]]},
+     "agents[0].zoo_stop", "stop (150) must not exceed steps (100)"),
+    ({"zoo": {"steps": 100, "stop": 50},
+      "agents": [RECIPE["agents"][0], {"name": "b", "model": "zoo:qwen2-tiny", "zoo_steps": 30}]},
+     "agents[1].zoo_steps", "stop (50) must not exceed steps (30)"),
+])
+def test_a_stop_past_the_steps_is_refused_at_its_key(change, where, what):
+    with pytest.raises(ConfigError) as err:
+        load_recipe({**RECIPE, **change})
+    assert err.value.problems == (f"<recipe>: {where}: {what}",)
+
+
+def test_an_agent_stop_within_its_own_steps_validates():
+    spec = load_recipe({**RECIPE, "agents": [{"name": "a", "model": "zoo:llama-tiny", "zoo_steps": 300, "zoo_stop": 150},
+                                             RECIPE["agents"][1]]})
+    assert spec.agents[0].agent.config.zoo_stop == 150
