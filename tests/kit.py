@@ -16,7 +16,7 @@ def real_models_missing(recipe) -> str | None:
 
     for agent in tomllib.loads(Path(recipe).read_text()).get("agents", []):
         try:
-            check_source(agent.get("model", ""))
+            check_source(agent.get("model", ""), vision=agent.get("type") == "hf_vision")
         except ValueError as exc:
             return str(exc)
     return None
