@@ -82,6 +82,8 @@ def tiny_for(recipe: str | Path) -> list[str]:
         return TINY_REAL + [f"agents[{i}].sampler.max_new_tokens=12" for i in range(len(agents))]
     task = data.get("task", {}).get("type", "arithmetic")
     own = [f"agents[{i}].zoo_steps=20" for i, a in enumerate(agents) if "zoo_steps" in a]  # outranks zoo.steps
+    own += [f"agents[{i}].zoo_stop=10" for i, a in enumerate(agents) if "zoo_stop" in a]  # within the 20 steps
+    own += ["zoo.stop=10"] if "stop" in data.get("zoo", {}) else []
     # zoo.steps shrinks the warm-start a [zoo] table asks for; shipped zoo models (zoo:*-add3) have none
     tiny = TINY if "zoo" in data else [x for x in TINY if not x.startswith("zoo.")]
     if task in ("arithmetic", "addition", "shapes"):

@@ -39,6 +39,10 @@ class ZooConfig:
         if self.stop is not None and self.stop > self.steps:
             raise ValueError(f"stop ({self.stop}) must not exceed steps ({self.steps})")
 
+    def describe(self) -> str:
+        """How many steps run: "2000", or "1100 of 2000" when ``stop`` ends the warm-start early."""
+        return f"{self.stop} of {self.steps}" if self.stop else str(self.steps)
+
     def cache_key(self) -> dict:
         """The settings as a cache key: ``schedule``, ``warmup_steps`` and ``stop`` at their defaults
         are left out, so models cached before those options existed keep their keys."""

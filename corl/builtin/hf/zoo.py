@@ -96,13 +96,13 @@ def resolve(name: str, examples: Sequence[tuple[str, str]], config: ZooConfig,
         raise CorlError(f"zoo:{name}: the task's labeled seed split is empty: nothing to warm-start on; give the task "
                         "labeled seed prompts, or a model folder (or zoo_steps = 0 for an untrained model)")
     start = time.perf_counter()
-    log(f"zoo:{name}: warm-starting {config.steps} supervised steps on {len(examples)} labeled seed examples "
+    log(f"zoo:{name}: warm-starting {config.describe()} supervised steps on {len(examples)} labeled seed examples "
         f"(once; cached in {cache_root()})")
     model, tokenizer = warm_start(FAMILIES[name], examples, config, check)
     with atomic_folder(folder) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-    log(f"zoo:{name}: warm-started {config.steps} steps in {time.perf_counter() - start:.0f}s -> {folder}")
+    log(f"zoo:{name}: warm-started {config.describe()} steps in {time.perf_counter() - start:.0f}s -> {folder}")
     return folder
 
 

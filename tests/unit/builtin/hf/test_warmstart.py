@@ -50,9 +50,9 @@ def test_stop_is_the_first_steps_of_the_longer_schedule():
     assert not all(torch.equal(got[k], v) for k, v in weights(short).items())  # not a 4-step cosine
 
 
-def test_stop_is_in_the_cache_key_only_when_set():
-    assert "stop" not in ZooConfig().cache_key()
-    assert ZooConfig(stop=5).cache_key()["stop"] == 5
+def test_stop_is_in_the_cache_key_and_the_log_only_when_set():
+    assert "stop" not in ZooConfig().cache_key() and ZooConfig(steps=20).describe() == "20"
+    assert ZooConfig(stop=5).cache_key()["stop"] == 5 and ZooConfig(steps=20, stop=5).describe() == "5 of 20"
 
 
 RECIPE = {"task": {"type": "addition"}, "topology": {"type": "ring"}, "zoo": {"steps": 100},
