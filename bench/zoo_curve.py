@@ -6,8 +6,8 @@ Warm-starts the recipe's agent AGENT (a ``zoo:`` text or vision model) for STEPS
 the task's labeled seed split, with the recipe's ``[zoo]`` settings but a constant learning rate
 after the warmup (``zoo.warmup_steps``, else 100: so that the snapshot at step S *is* the model a recipe gets with
 ``zoo.schedule = "constant"``, that warmup and ``zoo_steps = S``), and writes a model folder every EVERY steps to
-OUT/step-S. With ``--keep-schedule`` the recipe's schedule is kept (cosine by default: it decays
-over STEPS, so only the last snapshot is a recipe's ``zoo_steps = STEPS`` model). Then evaluate them, e.g.
+OUT/step-S. With ``--keep-schedule`` the recipe's schedule is kept (cosine by default, decaying
+over STEPS): snapshot S is then the model of ``zoo_steps = STEPS`` with ``zoo_stop = S``. Then evaluate them, e.g.
 
     for s in OUT/step-*; do corl eval RECIPE --model AGENT=$s --size 200 --json; done
 
@@ -39,8 +39,8 @@ def main(recipe: str, agent: str, steps: int, every: int, out: Path, overrides: 
     task = Builder(registry)("task", spec.task, Context(spec=spec, seed=spec.run.seed))
     (settings,) = [a.agent.config for a in spec.agents if a.name == agent]
     config = zoo_config_for(settings, spec.sections["zoo"])
-    config = attrs.evolve(config, steps=steps) if keep else \
-        attrs.evolve(config, steps=steps, schedule="constant", warmup_steps=config.warmup_steps or 100)
+    config = attrs.evolve(config, steps=steps, stop=None) if keep else \
+        attrs.evolve(config, steps=steps, stop=None, schedule="constant", warmup_steps=config.warmup_steps or 100)
     name = settings.model.removeprefix("zoo:")
     vision = name in vision_zoo.FAMILIES
     module = vision_zoo if vision else zoo
