@@ -77,3 +77,42 @@ def test_an_agent_stop_within_its_own_steps_validates():
     spec = load_recipe({**RECIPE, "agents": [{"name": "a", "model": "zoo:llama-tiny", "zoo_steps": 300, "zoo_stop": 150},
                                              RECIPE["agents"][1]]})
     assert spec.agents[0].agent.config.zoo_stop == 150
+
+
+def test_zoo_curve_snapshot_is_the_zoo_stop_model(tmp_path, monkeypatch):
+    """bench/zoo_curve.py --keep-schedule: snapshot S of a STEPS warm-start is what a recipe gets with
+    zoo_steps = STEPS and zoo_stop = S (so a stop found on the curve is one recipe key)."""
+    import importlib.util
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    monkeypatch.setenv("CORL_CACHE_DIR", str(tmp_path / "cache"))
+    path = Path(__file__).resolve().parents[4] / "bench" / "zoo_curve.py"
+    spec = importlib.util.spec_from_file_location("zoo_curve", path)
+    curve = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(curve)
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('[task]\ntype = "addition"\nseed_size = 64\ntrain_size = 8\neval_size = 8\n'
+                      '[zoo]\nbatch_size = 8\n[topology]\ntype = "ring"\n'
+                      '[[agents]]\nname = "a"\nmodel = "zoo:llama-tiny"\n[[agents]]\nname = "b"\nmodel = "zoo:qwen2-tiny"\n')
+    threads = torch.get_num_threads()
+    try:
+        curve.main(str(recipe), "a", 6, 2, tmp_path / "curve", [], keep=True)  # (at one thread)
+    finally:
+        torch.set_num_threads(threads)
+    assert sorted(p.name for p in (tmp_path / "curve").glob("step-*")) == ["step-00002", "step-00004", "step-00006"]
+
+    from corl.builtin.hf.config import ZooConfig
+    from corl.builtin.tasks.addition import AdditionConfig, AdditionTask
+
+    seed = AdditionTask(AdditionConfig(seed_size=64, train_size=8, eval_size=8)).split("seed")
+    examples = [(p.text, str(p.label) if p.solution is None else p.solution) for p in seed]
+    torch.set_num_threads(1)
+    try:
+        model, _ = zoo.warm_start("llama", examples, ZooConfig(steps=6, batch_size=8, stop=4))
+    finally:
+        torch.set_num_threads(threads)
+    snapshot = load_file(tmp_path / "curve" / "step-00004" / "model.safetensors")
+    assert all(torch.equal(snapshot[k], v) for k, v in model.state_dict().items() if k in snapshot)
+    assert len(snapshot) >= len(model.state_dict()) - 1  # (a tied lm_head is saved once)
