@@ -154,6 +154,27 @@ class StopToken:
             self._abandonable = before
 
 
+class Closers:
+    """What a run releases when it ends (:meth:`Context.on_close`): engine processes, open files."""
+
+    def __init__(self) -> None:
+        self._fns: list[Any] = []
+
+    def add(self, fn: Any) -> None:
+        self._fns.append(fn)
+
+    def close(self, log: Any = None) -> None:
+        """Call each function once, the last added first; one that raises is logged, not fatal: the
+        others still run, and the error that ended the run (if any) stays the one reported."""
+        while self._fns:
+            fn = self._fns.pop()
+            try:
+                fn()
+            except Exception as exc:  # noqa: BLE001 - releasing must not hide the run's own outcome
+                (log or logging.getLogger("corl").warning)(f"while closing {getattr(fn, '__qualname__', fn)}: "
+                                                           f"{type(exc).__name__}: {exc}")
+
+
 @attrs.frozen
 class Context:
     """What a component factory may draw on: injected by the run, never looked up globally.
@@ -162,6 +183,8 @@ class Context:
     optimizers (the agent they serve); ``task`` once the task is built. ``group`` is the agent's
     ranks (:class:`OneRank`; several: :class:`corl.runtime.groups.TorchGroup`), with the device mesh
     a sharding engine shards the agent over. ``stop`` is polled by long loops (:class:`StopToken`).
+    A component that holds something to release (an engine's processes) registers it with
+    :meth:`on_close`; the run calls it when it ends, whether it finished, failed or was stopped.
     """
 
     spec: Any
@@ -172,6 +195,11 @@ class Context:
     agent_name: str = ""
     group: Any = attrs.field(factory=OneRank)
     stop: StopToken = attrs.field(factory=StopToken)
+    closers: Closers = attrs.field(factory=Closers, eq=False, repr=False)
+
+    def on_close(self, fn: Any) -> None:
+        """Call ``fn()`` once when the run ends (success, error or signal), the last registered first."""
+        self.closers.add(fn)
 
     def section(self, name: str) -> Any:
         """The validated config of recipe section ``[name]`` that a plugin declared

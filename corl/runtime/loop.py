@@ -32,7 +32,7 @@ from corl.runtime.state import DataOrder, RunState
 from corl.runtime.step import train_step
 from corl.runtime.verify import BoundedVerifier
 from corl.runtime.view import RunView
-from corl.types import Context, StepMetrics, StopToken
+from corl.types import Closers, Context, StepMetrics, StopToken
 
 
 class Run:
@@ -56,6 +56,7 @@ class Run:
                                     "continue with the same launch command and --resume")
         self.start_step, self.completed, self.checkpointed_step = 0, 0, -1  # steps done / saved
         self.stop, self.phase = StopToken(), "while building the run"  # SIGINT / SIGTERM; where the run is
+        self.closers = Closers()  # what components asked to release when the run ends (ctx.on_close)
         self.pm = pm or make_plugin_manager(plugins)
         self.registry: Registry = build_registry(self.pm)
         self.output_dir = spec.output_dir
@@ -110,7 +111,7 @@ class Run:
         process.seed_everything(spec.run.seed)
         process.return_large_blocks()
         torch.set_num_threads(spec.run.threads or os.cpu_count() or 1)
-        ctx = Context(spec=spec, seed=spec.run.seed, log=self.log, stop=self.stop)
+        ctx = Context(spec=spec, seed=spec.run.seed, log=self.log, stop=self.stop, closers=self.closers)
         self._name("task", spec.task)
         self.task = self._given["task"] or build("task", spec.task, ctx)
         self.verifier = BoundedVerifier(self.task.verifier, spec.run.answer_timeout)
@@ -187,6 +188,11 @@ class Run:
         observer = name.removeprefix("observer:")
         return self._who.get(("observer", observer), f"plugin {name!r}")
 
+    def close(self) -> None:
+        """Release what the components registered with ``ctx.on_close`` (engine processes); the run
+        calls it when it ends, a program that only built the run (``corl eval``) when done with it."""
+        self.closers.close(self.warn)
+
     def _notify_failed(self, error: BaseException) -> None:
         try:
             self.notify("corl_on_run_failed", error=error)
@@ -219,6 +225,12 @@ class Run:
         """
         started = time.perf_counter()
         resume_from = folder.open_for(self)  # refuses to write over an earlier run
+        try:
+            return self._execute(started, resume_from)
+        finally:
+            self.close()
+
+    def _execute(self, started: float, resume_from: Path | None) -> dict[str, Any]:
         with process.StopOnSignal(self.stop):
             try:
                 with self.stop.abandonable():  # building (a warm-start) may be abandoned: nothing is trained yet

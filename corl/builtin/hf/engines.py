@@ -1,21 +1,24 @@
 """Inference engines colocated with an ``hf`` agent's trainer: what the vLLM and SGLang sampler
-plugins share.
+plugins share. This module is the public API for engine plugins (docs/plugins.md).
 
-The trainer is the agent's transformers model; the engine only samples, in the same process
-(vLLM) or in processes it starts next to it (SGLang), on the same GPU. One protocol for both:
+The trainer is the agent's transformers model; the engine only samples, on the agent's device:
+a GPU (in the trainer's process, or in processes the engine starts beside it) or the CPU (vLLM's
+CPU build, in a child process). One protocol for all:
 
 * ``sample``: wake the engine if it sleeps; push the trainer's weights if the engine does not hold
   them; sample N completions per prompt with their sampling-time log-probs; pack them into the
-  agent's own :class:`~corl.builtin.hf.batch.SampleBatch`; then, with ``sleep``, release the engine's GPU
-  memory (weights and KV cache) so the trainer's step has it.
-* ``sync`` (after every optimizer step): push the trainer's weights into the engine (tensors,
-  never files; no restart) and, with ``check_sync``, check on a probe sequence that the engine now
+  agent's own :class:`~corl.builtin.hf.batch.SampleBatch`; then, with ``sleep`` (GPU engines),
+  release the engine's memory (weights and KV cache) so the trainer's step has it.
+* ``sync`` (after every optimizer step): push the trainer's weights into the engine (no restart,
+  no model folder written) and, with ``check_sync``, check on a probe sequence that the engine now
   scores tokens like the trainer does, so stale weights (TRL issue 5312: a sleeping engine woken
-  and reloaded from disk, over the synced weights) stop the run instead of training on them.
+  and reloaded from disk, over the synced weights; a repacked CPU layer that a plain
+  ``load_weights`` never reaches) stop the run instead of training on them.
 
 A weight push always follows a wake, and weights are treated as lost whenever the engine slept,
 so no sample is ever drawn from weights the trainer did not just push. An engine plugin supplies
-an :class:`Engine` adapter; everything else is here and is tested against fake engines.
+an :class:`Engine` adapter; everything else is here and is tested against fake engines and, in
+``tox -e vllm``, against vLLM's CPU build.
 """
 
 from __future__ import annotations
@@ -45,15 +48,21 @@ class EngineSamplerConfig:
     top_k: int = attrs.field(default=0, validator=v.ge(0), metadata={"help": "top-k sampling (0: off)"})
     max_new_tokens: int = attrs.field(default=512, validator=v.ge(1), metadata={"help": "completion length limit"})
     memory: float = attrs.field(default=0.3, validator=[v.gt(0), v.le(1)], metadata={
-        "help": "share of the GPU's memory the engine takes (weights + KV cache); the trainer needs the rest"})
+        "help": "a GPU engine: share of the GPU's memory it takes (weights + KV cache); the trainer needs the rest"})
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = attrs.field(default="auto", metadata={
-        "help": "the engine's weight dtype (auto: the model's); the trainer keeps its own"})
-    sleep: bool = attrs.field(default=True, metadata={
-        "help": "release the engine's GPU memory after sampling, while the trainer steps; woken at the next sync"})
+        "help": "the engine's weight dtype; the trainer keeps its own. auto: float32 on the CPU (vLLM's CPU bf16 "
+                "path sampled ~5x slower here, docs/scale-out.md), the engine's own choice on a GPU (bf16 for a "
+                "float32 checkpoint)"})
+    sleep: bool | None = attrs.field(default=None, metadata={
+        "help": "release the engine's GPU memory after sampling, while the trainer steps; woken at the next sync "
+                "(default: on for a GPU engine; a CPU engine has no sleep mode, so true is refused there)"})
     check_sync: bool = attrs.field(default=True, metadata={
         "help": "after every weight sync, check that the engine scores a probe like the trainer (stale weights stop the run)"})
-    sync_tolerance: float = attrs.field(default=0.1, validator=v.gt(0), metadata={
-        "help": "largest allowed |engine - trainer| token log-prob on the probe (bf16 engines differ by ~1e-2)"})
+    sync_tolerance: float | None = attrs.field(default=None, validator=v.optional(v.gt(0)), metadata={
+        "help": "largest allowed gap after a sync, in nats: the mean |engine - trainer| log-prob over the probes' "
+                "sampled tokens, on top of twice the engine's own floor measured on the start weights (default: "
+                "0.005 for a float32 engine, 0.05 for a bf16 / fp16 one, whose rounding drifts as the weights move; "
+                "docs/scale-out.md)"})
     engine_args: Any = attrs.field(factory=dict, validator=_table, metadata={
         "help": "extra keyword arguments for the engine's constructor (e.g. max_model_len, enforce_eager)"})
 
@@ -75,6 +84,7 @@ class Engine(Protocol):
     """The adapter an engine plugin writes around its engine."""
 
     name: str
+    dtype: str  # the weights' dtype as the engine holds them ("float32", "bfloat16", "float16")
 
     def generate(self, prompt_ids: Sequence[Sequence[int]], request: SamplingRequest
                  ) -> list[list[tuple[list[int], list[float]]]]:
@@ -95,6 +105,9 @@ class Engine(Protocol):
     def wake(self) -> None:
         """Take the GPU memory back (weights must be pushed again before sampling)."""
 
+    def close(self) -> None:
+        """Stop the engine and release what it holds (processes, files); called once, at the end."""
+
 
 def serves_hf_agent(ctx, sampler: str) -> Any:
     """The agent a colocated engine samples for: an ``hf``-style agent (tokenizer, model, encode)."""
@@ -110,37 +123,100 @@ def model_source(agent) -> str:
     return str(getattr(agent.model, "name_or_path", "") or agent.model.config._name_or_path)
 
 
-def device_index(agent) -> int:
-    """The CUDA device the agent's trainer sits on (the engine takes the same one)."""
+def engine_device(agent):
+    """Where the engine runs: the agent's own device (a CUDA device with its index, or the CPU)."""
     import torch
 
-    device = agent.device
+    device = torch.device(agent.device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    if device.type not in ("cuda", "cpu"):
+        raise CorlError(f"agent {agent.name!r}: an engine sampler runs on a CUDA device or the CPU, not {device.type!r}")
+    return device
+
+
+def device_index(agent) -> int:
+    """The CUDA device the agent's trainer sits on (engines that only run on a GPU take the same one)."""
+    device = engine_device(agent)
     if device.type != "cuda":
-        raise CorlError(f"agent {agent.name!r}: a GPU engine needs the agent on a GPU; set device = \"cuda\"")
-    return device.index if device.index is not None else torch.cuda.current_device()
+        raise CorlError(f"agent {agent.name!r}: this engine needs the agent on a GPU; set device = \"cuda\"")
+    return device.index
 
 
-def sampler_factory(name: str, build: Callable[[Any, EngineSamplerConfig, int], Engine]):
+def resolve_sleep(config: EngineSamplerConfig, device, key: str) -> bool:
+    """Whether the engine sleeps between sampling and the next sync: by default on a GPU, never on
+    the CPU (engines have no sleep mode there; ``key`` names the setting in the refusal)."""
+    if config.sleep is None:
+        return device.type == "cuda"
+    if config.sleep and device.type != "cuda":
+        raise CorlError(f"{key}: sleep = true needs a GPU engine (a CPU engine has no sleep mode); remove the key or "
+                        "set it to false")
+    return config.sleep
+
+
+def sampler_factory(name: str, build: Callable[..., Engine]):
     """The factory an engine plugin registers: a :class:`ColocatedSampler` over the engine that
-    ``build(agent, config, seed)`` starts for the hf agent the sampler serves."""
+    ``build(agent, config, ctx, sleep=...)`` starts for the hf agent the sampler serves. The engine
+    is closed when the run ends (``ctx.on_close``)."""
     def factory(config: EngineSamplerConfig, ctx) -> ColocatedSampler:
+        from corl.builtin.hf.common import sampler_key
+
         agent = serves_hf_agent(ctx, name)
-        return ColocatedSampler(config, build(agent, config, ctx.seed))
+        sleep = resolve_sleep(config, engine_device(agent), sampler_key(ctx, "sleep"))
+        engine = build(agent, config, ctx, sleep=sleep)
+        ctx.on_close(engine.close)
+        sampler = ColocatedSampler(config, engine, sleep=sleep, dtype=engine.dtype)
+        prompts = ctx.task.split("train")[:1] if ctx.task is not None else []
+        if config.check_sync and prompts:  # before any step: the engine holds the trainer's start weights
+            sampler.calibrate(agent, prompts[0])
+        return sampler
 
     factory.__name__ = factory.__qualname__ = f"{name}_sampler"
     return factory
 
 
+#: completions of the first prompt a check scores (pooled: one sequence's few tokens are too noisy)
+PROBE_SAMPLES = 4
+#: default sync tolerances (nats, mean over the probes' sampled tokens) on top of twice the start floor.
+#: A float32 engine matches a float32 trainer to ~1e-5, so one stale step at lr 2e-6 (~0.01 on SmolLM2)
+#: stands out; a bf16 engine's rounding of updated weights moves its scores by a few 1e-2 from one
+#: step to the next, as much as a small step does: only staleness beyond that can be told (docs/scale-out.md).
+FLOAT32_TOLERANCE, HALF_PRECISION_TOLERANCE = 0.005, 0.05
+
+
+def probe_gap(engine: Sequence[Sequence[float]], trainer: Sequence[Sequence[float]], starts: Sequence[int]) -> float:
+    """Mean |engine - trainer| log-prob over the probes' sampled tokens, pooled (``probe[starts[i]:]``
+    of probe ``i``; the scores are of ``probe[1:]``). Sampled tokens are the ones the policy gives
+    probability to: a rare token's log-prob, where a low-precision engine's rounding shows most,
+    weighs one token's share."""
+    gaps = [abs(a - b) for e, t, start in zip(engine, trainer, starts) for a, b in list(zip(e, t))[max(start - 1, 0):]]
+    return sum(gaps) / len(gaps) if gaps else 0.0
+
+
 class ColocatedSampler:
     """A sampler that draws from a colocated engine and trains the agent's transformers model."""
 
-    def __init__(self, config: EngineSamplerConfig, engine: Engine):
-        self.config, self.engine = config, engine
+    def __init__(self, config: EngineSamplerConfig, engine: Engine, *, sleep: bool = False, dtype: str = "float32"):
+        self.config, self.engine, self.sleeps, self.dtype = config, engine, sleep, dtype
         self.asleep = False
         self.current = False  # the engine holds the trainer's latest weights (never assumed at start:
         # a resumed run's agent loads checkpoint weights after the engine loaded the base model)
-        self.probe: list[int] | None = None
+        self.probes: list[tuple[list[int], int]] = []  # (prompt + completion ids, where the completion starts)
+        self.floor = 0.0  # the engine's own precision gap on the start weights (calibrate)
         self.last_gap: float | None = None
+
+    def calibrate(self, agent, prompt: Prompt) -> float:
+        """Measure the gap an engine shows when it holds exactly the trainer's weights (its dtype's and
+        kernels' rounding): on the start weights, which both loaded from the same folder, before any
+        step, on completions sampled as the checks' probes are. The check after every sync allows
+        twice that on top of ``sync_tolerance``."""
+        [ids] = encode_prompts(agent, [prompt])
+        request = SamplingRequest(n=PROBE_SAMPLES, temperature=self.config.temperature, top_p=self.config.top_p,
+                                  top_k=self.config.top_k, max_new_tokens=self.config.max_new_tokens,
+                                  stop_token_ids=(agent.tokenizer.eos_token_id,), seeds=(0,))
+        [samples] = self.engine.generate([ids], request)
+        self.floor = self._gap(agent, [([*ids, *completion], len(ids)) for completion, _ in samples])
+        return self.floor
 
     def sample(self, agent, prompts: Sequence[Prompt], n: int, *, greedy: bool = False,
                temperature: float | None = None) -> Rollout:
@@ -160,9 +236,9 @@ class ColocatedSampler:
             raise RuntimeError(f"{self.engine.name} returned {[len(s) for s in samples]} samples for "
                                f"{len(prompts)} prompts x {n}")
         packed = pack_samples(agent, prompts, prompt_ids, samples, temp)
-        first_ids, _ = samples[0][0]
-        self.probe = [*prompt_ids[0], *first_ids]  # scored again after the next sync
-        if cfg.sleep:
+        # the first prompt's completions are scored again after the next sync
+        self.probes = [([*prompt_ids[0], *ids], len(prompt_ids[0])) for ids, _ in samples[0][:PROBE_SAMPLES]]
+        if self.sleeps:
             self.engine.sleep()
             self.asleep, self.current = True, False
         return packed
@@ -179,23 +255,36 @@ class ColocatedSampler:
         if not self.current:
             self.engine.load_weights(trainer_weights(agent))
             self.current = True
-            if self.config.check_sync and self.probe and len(self.probe) > 1:
+            if self.config.check_sync and self.probes:
                 self.check(agent)
 
+    def _gap(self, agent, probes: Sequence[tuple[list[int], int]]) -> float:
+        probes = [(ids, start) for ids, start in probes if len(ids) > 1]
+        engine = [self.engine.score(ids) for ids, _ in probes]
+        trainer = [trainer_logprobs(agent, ids, self.dtype) for ids, _ in probes]
+        for (ids, _), scores in zip(probes, engine):
+            if len(scores) != len(ids) - 1:
+                raise RuntimeError(f"{self.engine.name} scored {len(scores)} tokens of a {len(ids)}-token probe")
+        return probe_gap(engine, trainer, [start for _, start in probes])
+
+    @property
+    def tolerance(self) -> float:
+        """``sync_tolerance``, or its default for the engine's dtype."""
+        if self.config.sync_tolerance is not None:
+            return self.config.sync_tolerance
+        return HALF_PRECISION_TOLERANCE if self.dtype in ("bfloat16", "float16") else FLOAT32_TOLERANCE
+
     def check(self, agent) -> float:
-        """Largest |engine - trainer| log-prob over the probe; past ``sync_tolerance`` the run stops."""
-        engine = self.engine.score(self.probe)
-        trainer = trainer_logprobs(agent, self.probe)
-        if len(engine) != len(trainer):
-            raise RuntimeError(f"{self.engine.name} scored {len(engine)} tokens of a {len(self.probe)}-token probe")
-        gap = max(abs(a - b) for a, b in zip(engine, trainer))
-        self.last_gap = gap
-        if gap > self.config.sync_tolerance:
+        """The mean gap over the probes' sampled tokens (:func:`probe_gap`); past the tolerance plus
+        twice the engine's own floor (:meth:`calibrate`) the run stops."""
+        gap = self.last_gap = self._gap(agent, self.probes)
+        if gap > self.tolerance + 2 * self.floor:
             raise TrainingError(
-                f"agent {agent.name!r}: after a weight sync the {self.engine.name} engine scores tokens up to "
-                f"{gap:.3f} nats away from the trainer (sampler.sync_tolerance = {self.config.sync_tolerance}): it is "
-                "not sampling from the updated weights (stale weights after sync / sleep). Stopping rather than "
-                "training on stale samples")
+                f"agent {agent.name!r}: after a weight sync the {self.engine.name} engine scores the probe's tokens "
+                f"{gap:.4f} nats away from the trainer on average (allowed: sampler.sync_tolerance = "
+                f"{self.tolerance:g} for a {self.dtype} engine + twice its own floor of {self.floor:.4f} on the start "
+                "weights): it is not sampling from the updated weights (stale weights after sync / sleep). Stopping "
+                "rather than training on stale samples")
         return gap
 
 
@@ -211,26 +300,33 @@ def trainer_weights(agent) -> Iterable[tuple[str, Any]]:
     return agent.weights()
 
 
-def trainer_logprobs(agent, ids: Sequence[int]) -> list[float]:
-    """The trainer's log-probs (temperature 1) of ``ids[1:]``."""
+def trainer_logprobs(agent, ids: Sequence[int], dtype: str = "float32") -> list[float]:
+    """The trainer's log-probs (temperature 1) of ``ids[1:]``, its matmuls in ``dtype``: a bf16
+    engine is compared with the trainer's weights rounded as the engine's are (autocast rounds each
+    weight to bf16, to nearest, as the engine's load does), since a bf16 copy of updated float32
+    weights can sit further from them than the start weights' copy did (docs/scale-out.md)."""
+    import contextlib
+
     import torch
 
     model = agent.model
-    with torch.no_grad():  # (a sharded model's forward is collective: every rank of the group checks)
+    low = dtype in ("bfloat16", "float16")
+    with torch.no_grad(), (torch.autocast(torch.device(agent.device).type, dtype=getattr(torch, dtype)) if low
+                           else contextlib.nullcontext()):  # (a sharded model's forward is collective: every rank checks)
         x = torch.tensor([list(ids)], device=agent.device)
         logits = model(input_ids=x).logits[0, :-1].float()
         return logits.log_softmax(-1).gather(-1, x[0, 1:, None]).squeeze(-1).tolist()
 
 
-def import_engine(module: str, sampler: str, package: str):
-    """Import an engine package inside the sampler that needs it (``corl plugins`` works without it)."""
+def import_engine(module: str, sampler: str, install: str):
+    """Import an engine package inside the sampler that needs it (``corl plugins`` works without it);
+    ``install`` says how to get it (``pip install ...``)."""
     import importlib
 
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise CorlError(f"sampler {sampler!r} needs the {module} package ({exc}); install it on a GPU machine with "
-                        f"`pip install {package}`") from None
+        raise CorlError(f"sampler {sampler!r} needs the {module} package ({exc}); install it with {install}") from None
 
 
 def pack_samples(agent, prompts: Sequence[Prompt], prompt_ids: Sequence[Sequence[int]],

@@ -44,10 +44,11 @@ def _config_for(family: str, vocab_size: int, ids: dict[str, int]):
 
     common = dict(vocab_size=vocab_size, pad_token_id=ids["<pad>"], bos_token_id=ids["<bos>"],
                   eos_token_id=ids["<eos>"], tie_word_embeddings=True)
-    if family == "llama":
+    if family in ("llama", "llama_h32"):
+        heads = 2 if family == "llama_h32" else HEADS  # head_dim 32: what inference engines' CPU kernels accept
         return tf.LlamaConfig(hidden_size=D_MODEL, intermediate_size=4 * D_MODEL,
-                              num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                              num_key_value_heads=HEADS, max_position_embeddings=MAX_POSITIONS, **common)
+                              num_hidden_layers=LAYERS, num_attention_heads=heads,
+                              num_key_value_heads=heads, max_position_embeddings=MAX_POSITIONS, **common)
     if family == "qwen2":
         return tf.Qwen2Config(hidden_size=D_MODEL, intermediate_size=4 * D_MODEL,
                               num_hidden_layers=LAYERS, num_attention_heads=HEADS,

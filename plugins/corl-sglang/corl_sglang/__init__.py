@@ -39,17 +39,19 @@ class SGLangEngine:
 
     name = "SGLang"
 
-    def __init__(self, engine):
-        self.engine = engine
+    def __init__(self, engine, dtype: str):
+        self.engine, self.dtype = engine, dtype
 
     @classmethod
-    def build(cls, agent, config: EngineSamplerConfig, seed: int) -> SGLangEngine:
-        sglang = import_engine("sglang", "sglang", "corl-sglang")
+    def build(cls, agent, config: EngineSamplerConfig, ctx, *, sleep: bool) -> SGLangEngine:
+        gpu = device_index(agent)  # SGLang's CPU backend needs a source build of its kernels: GPU only here
+        sglang = import_engine("sglang", "sglang", "`pip install corl-sglang` on a GPU machine")
         args = dict(model_path=model_source(agent), dtype=config.dtype, mem_fraction_static=config.memory,
-                    enable_memory_saver=config.sleep, random_seed=seed, base_gpu_id=device_index(agent),
-                    log_level="error")
+                    enable_memory_saver=sleep, random_seed=ctx.seed, base_gpu_id=gpu, log_level="error")
         args.update(config.engine_args)
-        return cls(sglang.Engine(**args))
+        # SGLang's "auto" keeps a half-precision checkpoint's dtype and casts a float32 one to bf16
+        dtype = args["dtype"] if args["dtype"] != "auto" else _checkpoint_dtype(args["model_path"])
+        return cls(sglang.Engine(**args), "bfloat16" if dtype == "float32" and args["dtype"] == "auto" else dtype)
 
     def generate(self, prompt_ids: Sequence[Sequence[int]], request: SamplingRequest):
         n = request.n
@@ -85,6 +87,20 @@ class SGLangEngine:
 
     def wake(self) -> None:
         self.engine.resume_memory_occupation()
+
+    def close(self) -> None:
+        self.engine.shutdown()  # the scheduler's processes end with the run
+
+
+def _checkpoint_dtype(folder: str) -> str:
+    import json
+    from pathlib import Path
+
+    try:
+        saved = json.loads((Path(folder) / "config.json").read_text())
+    except (OSError, ValueError):
+        return "float32"
+    return str(saved.get("dtype") or saved.get("torch_dtype") or "float32")
 
 
 def _tokens_and_logprobs(output: dict) -> tuple[list[int], list[float]]:
