@@ -139,7 +139,10 @@ class Optimizer(Protocol):
 
     def step(self, rollout: Rollout, rewards: Sequence[Sequence[float]]) -> dict[str, float]:
         """One update. A non-finite loss or gradient must skip the update and report
-        ``nonfinite = 1.0`` in the returned metrics (the run counts and acts on it)."""
+        ``nonfinite = 1.0`` in the returned metrics (the run counts and acts on it). Return only
+        what was measured: a metric the step did not measure (no loss or entropy when no sample
+        went through the update, no gradient norm when no optimizer step was taken) is left out,
+        never reported as 0, so logs and health checks do not read a collapse that never happened."""
 
     def save_state(self, path: str) -> None:
         """Write the optimizer's state (moments, step counts) for a checkpoint (every rank of the
