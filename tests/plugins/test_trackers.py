@@ -164,6 +164,35 @@ def test_a_resumed_run_continues_the_same_wandb_run(tmp_path):
     assert sorted(wandb_history(records)["train/fake0/reward_mean"]) == [1, 2, 3, 4]
 
 
+def wandb_summary(records) -> dict:
+    """The run summary the transaction log leaves: its summary records' updates and removals, in order."""
+    summary = {}
+    for r in of(records, "summary"):
+        for item in r.update:
+            summary[item.key or "/".join(item.nested_key)] = json.loads(item.value_json)
+        for item in r.remove:
+            summary.pop(item.key or "/".join(item.nested_key), None)
+    return summary
+
+
+def test_the_wandb_summary_keeps_no_cohort_value_the_last_evaluation_left_undefined(tmp_path):
+    from types import SimpleNamespace
+
+    (tmp_path / "recipe.json").write_text('{"run": {"steps": 2}}')
+    view = SimpleNamespace(output_dir=tmp_path, start_step=0, spec=SimpleNamespace(run=SimpleNamespace(name="t")))
+    observer = corl_wandb.WandbObserver(corl_wandb.WandbConfig(mode="offline"))
+    observer.corl_on_run_start(view)
+    results = {"a": {"pass@1": 0.5}, "b": {"pass@1": 0.25}}
+    cohort = {"agents": ["a", "b"], "agreement": [[1.0, 0.5], [0.5, 1.0]], "phi": [[1.0, 0.3], [0.3, 1.0]],
+              "same_wrong": [[None, 0.2], [0.2, None]]}
+    observer.corl_on_eval_end(view, 0, results, cohort)
+    observer.corl_on_eval_end(view, 2, results, {**cohort, "phi": [[None, None], [None, None]]})  # b always wrong
+    observer.corl_on_run_end(view, {"agents": {}, "stop_reason": None})
+    summary = wandb_summary(wandb_records(tmp_path))
+    assert summary["cohort/agreement/a-b"] == 0.5 and summary["eval/a/pass@1"] == 0.5
+    assert "cohort/phi/a-b" not in summary  # not step 0's 0.3, shown as if it were the last evaluation's
+
+
 def test_a_bad_wandb_mode_is_one_line_naming_the_key(corl_run):
     with pytest.raises(ConfigError, match=r"observers\.wandb\.mode: invalid value 'cloud'; valid: '', 'online', "
                                           r"'offline', 'disabled'"):
