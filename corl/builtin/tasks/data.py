@@ -34,9 +34,13 @@ def _template(instance, attribute, value: str) -> None:
 class DataConfig:
     train: str = attrs.field(metadata={
         "help": "unlabeled training prompts: .jsonl, .parquet, or a folder saved by `datasets` save_to_disk "
-                "(DIR or DIR::SPLIT); relative to the recipe file; labels, if any, are used only for monitoring"})
-    eval: str | None = attrs.field(default=None, metadata={"help": "labeled held-out prompts for evaluation"})
-    seed: str | None = attrs.field(default=None, metadata={"help": "labeled prompts for warm-starting zoo models"})
+                "(DIR or DIR::SPLIT); a relative path is relative to the recipe file, not the working directory "
+                "(run.output_dir is); labels, if any, are used only for monitoring"})
+    eval: str | None = attrs.field(default=None, metadata={
+        "help": "labeled held-out prompts for evaluation (a file or saved dataset as for train; relative to the "
+                "recipe file)"})
+    seed: str | None = attrs.field(default=None, metadata={
+        "help": "labeled prompts for warm-starting zoo models (as for train; relative to the recipe file)"})
     prompt_field: str = attrs.field(default="question", metadata={
         "help": "the field holding the prompt: text, or a list of chat messages (`messages`, TRL's and verl's "
                 "`prompt`: the last user turn, system turns prepended); a dotted path reaches into tables"})
@@ -95,7 +99,7 @@ class DataTask:
             raise CorlError(f"task.{split}: no such file: {_show(on_disk)}")
         prompts, skipped, first = [], 0, ""
         self._folder = on_disk.parent if on_disk.is_file() else on_disk  # images are relative to the data
-        for line, row in _rows(split, path):
+        for line, row in _rows(split, path, getattr(self.config, split)):
             try:
                 prompts.append(self._prompt(split, line, row, _origin(path, line)))
             except _BadRow as exc:
@@ -171,11 +175,11 @@ def _images(row: dict, field: str, folder: Path) -> tuple[Any, ...]:
     return tuple(paths)
 
 
-def _rows(split: str, path: Path) -> Iterator[tuple[int, Any]]:
+def _rows(split: str, path: Path, given: str | None = None) -> Iterator[tuple[int, Any]]:
     """(line or row number, row) pairs; a line that is not JSON comes as a :class:`_BadRow`."""
     suffix = path.suffix.lower()
     if path.is_dir() or "::" in path.name:
-        yield from _saved_dataset(split, path)
+        yield from _saved_dataset(split, path, given)
     elif suffix == ".jsonl":
         try:
             f = path.open("rb")  # bytes, so that a bad encoding is one bad line, named by its number
@@ -213,9 +217,10 @@ def _rows(split: str, path: Path) -> Iterator[tuple[int, Any]]:
                         "use .jsonl or .parquet")
 
 
-def _saved_dataset(split: str, path: Path) -> Iterator[tuple[int, Any]]:
+def _saved_dataset(split: str, path: Path, given: str | None = None) -> Iterator[tuple[int, Any]]:
     """A `datasets` dataset saved with ``save_to_disk``: ``DIR`` (one Dataset) or ``DIR::SPLIT``
-    (one split of a saved DatasetDict). Loaded from local disk only."""
+    (one split of a saved DatasetDict). Loaded from local disk only. ``given`` is the recipe's value,
+    for messages that say what to write."""
     folder, _, name = str(path).partition("::")
     try:
         import datasets
@@ -226,11 +231,18 @@ def _saved_dataset(split: str, path: Path) -> Iterator[tuple[int, Any]]:
         loaded = datasets.load_from_disk(folder)
     except (FileNotFoundError, ValueError) as exc:
         raise CorlError(f"task.{split}: {_show(Path(folder))}: not a dataset saved with save_to_disk ({exc})") from None
+    where, given = _show(Path(folder)), str(given or folder).partition("::")[0]
     if isinstance(loaded, datasets.DatasetDict):
         if name not in loaded:
-            raise CorlError(f"task.{split}: {_show(Path(folder))} holds splits {', '.join(loaded)}; "
-                            f"name one as {folder}::SPLIT")
+            # what to write in the recipe: the path as the recipe gives it (relative to the recipe), ::SPLIT added
+            first = next(iter(loaded), "SPLIT")
+            missing = f"has no split {name!r}" if name else "is a DatasetDict: name one of its splits"
+            raise CorlError(f"task.{split}: {where} {missing}; its splits: {', '.join(loaded) or 'none'} "
+                            f"(e.g. task.{split} = \"{given}::{first}\")")
         loaded = loaded[name]
+    elif name:
+        raise CorlError(f"task.{split}: {where} is one saved Dataset, not a DatasetDict with splits; drop '::{name}' "
+                        f"(task.{split} = \"{given}\")")
     for i, row in enumerate(loaded, 1):
         yield i, row
 

@@ -2,6 +2,7 @@ import os
 import subprocess
 import sys
 
+import attrs
 import pytest
 
 from corl.errors import ConfigError
@@ -258,3 +259,15 @@ def test_resumable_changes_include_list_keys():
     new = {"run": {"observers": ["jsonl", "tensorboard"], "steps": 9}, "topology": {"type": "ring"}}
     assert differences(old, new) == []
     assert differences(old, new, ignore=()) == ["run.observers[1]: 'checkpoint' -> 'tensorboard'", "run.steps: 5 -> 9"]
+
+
+def test_the_base_of_a_relative_path_is_stated_at_both_keys():
+    """Data paths are relative to the recipe file, run.output_dir to the working directory: each key says which."""
+    from corl.builtin.tasks.data import DataConfig
+    from corl.recipe.schema import RunSection
+
+    output_dir = attrs.fields(RunSection).output_dir.metadata["help"]
+    assert "relative to the working directory" in output_dir and "not to the recipe file" in output_dir
+    for split in ("train", "eval", "seed"):
+        assert "relative to the recipe file" in getattr(attrs.fields(DataConfig), split).metadata["help"]
+    assert "not the working directory" in attrs.fields(DataConfig).train.metadata["help"]

@@ -226,7 +226,8 @@ def test_saved_datasets_dataset_is_read_from_local_disk(tmp_path):
     task = DataTask(DataConfig(train=str(tmp_path / "single"), eval=str(tmp_path / "dict") + "::test"))
     assert [p.text for p in task.split("train")] == rows["question"]
     assert [p.label for p in task.split("eval")] == ["3", "7", "11"]
-    with pytest.raises(CorlError, match=r"holds splits train, test; name one as .*::SPLIT"):
+    with pytest.raises(CorlError, match=r"is a DatasetDict: name one of its splits; its splits: train, test \(e\.g\. "
+                                        r"task\.train = \".*dict::train\"\)$"):
         DataTask(DataConfig(train=str(tmp_path / "dict")))
     with pytest.raises(CorlError, match="not a dataset saved with save_to_disk"):
         DataTask(DataConfig(train=str(tmp_path)))
@@ -260,3 +261,22 @@ def test_an_unreadable_image_is_an_error_naming_file_line_and_image(tmp_path, ro
     with pytest.raises(CorlError, match=message) as info:
         DataTask(DataConfig(train="train.jsonl", image_field="image"), ctx_for(tmp_path / "r.toml"))
     assert "\n" not in str(info.value)
+
+
+def test_a_missing_split_of_a_saved_datasetdict_is_named_with_the_ones_there(tmp_path, monkeypatch):
+    datasets = pytest.importorskip("datasets")
+    rows = {"question": ["1+2="], "answer": ["#### 3"]}
+    (tmp_path / "recipes").mkdir()
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict(rows),
+                          "test": datasets.Dataset.from_dict(rows)}).save_to_disk(str(tmp_path / "data" / "gsm8k"))
+    datasets.Dataset.from_dict(rows).save_to_disk(str(tmp_path / "data" / "one"))
+    monkeypatch.chdir(tmp_path)
+    ctx = ctx_for(tmp_path / "recipes" / "r.toml")  # paths relative to the recipe, shown relative to the cwd
+    with pytest.raises(CorlError) as info:
+        DataTask(DataConfig(train="../data/gsm8k::train", eval="../data/gsm8k::validation"), ctx)
+    assert str(info.value) == ("task.eval: data/gsm8k has no split 'validation'; its splits: train, test "
+                               "(e.g. task.eval = \"../data/gsm8k::train\")")
+    with pytest.raises(CorlError) as info:
+        DataTask(DataConfig(train="../data/one::train"), ctx)
+    assert str(info.value) == ("task.train: data/one is one saved Dataset, not a DatasetDict with splits; drop "
+                               "'::train' (task.train = \"../data/one\")")
