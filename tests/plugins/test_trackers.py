@@ -288,3 +288,80 @@ def test_the_tracker_plugins_are_distributions_of_their_own(plugin):
     assert meta["entry-points"]["corl"] == {plugin.split("-")[1]: module}
     assert "co-rl" in {Requirement(r).name for r in meta["dependencies"]}
     assert (ROOT / "plugins" / plugin / "README.md").exists()
+
+
+# -- corl eval, corl cohort and corl report on a run that logged to both trackers -------------------
+
+#: The fake agents for the command line, and a recorder of every hook a command sends.
+INSPECTED = '''
+import json, os
+import corl
+from corl.testing.fakes import FakePlugin
+
+_fake = FakePlugin()
+
+
+@corl.hookimpl
+def corl_register_components(registry):
+    _fake.corl_register_components(registry)
+
+
+def _record(hook):
+    with open(os.environ["CORL_TEST_HOOKS"], "a") as f:
+        f.write(hook + "\\n")
+
+
+@corl.hookimpl
+def corl_on_run_start(run):
+    _record("corl_on_run_start")
+
+
+@corl.hookimpl
+def corl_on_eval_end(run, step, results, cohort):
+    _record("corl_on_eval_end")
+
+
+@corl.hookimpl
+def corl_on_run_end(run, summary):
+    _record("corl_on_run_end")
+'''
+
+
+def test_eval_cohort_and_report_of_a_tracked_run_attach_no_observer(corl_run, installed_plugin, monkeypatch,
+                                                                     tmp_path, capsys):
+    """Each command is read-only: every shipped observer (the built-ins, corl-wandb, corl-mlflow) sees a
+    whole run's lifecycle or nothing. Before, `corl eval` sent eval_end without run_start and each tracker
+    failed ("'NoneType' object has no attribute 'log_batch'")."""
+    import importlib.metadata
+
+    from corl.cli import main
+
+    for dist in ("corl-wandb", "corl-mlflow"):
+        try:
+            importlib.metadata.distribution(dist)
+        except importlib.metadata.PackageNotFoundError:
+            pytest.skip(f"{dist} is not installed (pip install ./plugins/{dist})")
+    _, out = corl_run(recipe(**{"observers.wandb.mode": "offline", "observers.mlflow.experiment": "inspected",
+                                "observers.early_stop.window": 2,
+                                "run.observers": ["console", "jsonl", "tensorboard", "checkpoint"]}),
+                      plugins=[corl_wandb, corl_mlflow])
+    before = {str(p.relative_to(out)): p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    hooks = tmp_path / "hooks.txt"
+    installed_plugin("corl-inspected-example", INSPECTED, entry_point="inspected")
+    monkeypatch.delenv("CORL_DISABLE_PLUGIN_AUTOLOAD")
+    monkeypatch.setenv("CORL_PLUGINS", "inspected,wandb,mlflow")
+    monkeypatch.setenv("CORL_TEST_HOOKS", str(hooks))
+    capsys.readouterr()  # (the training run's table)
+
+    assert main(["eval", str(out), "--json", "--k", "2", "--size", "8"]) == 0, capsys.readouterr().err
+    assert set(json.loads(capsys.readouterr().out)["results"]) == {"fake0", "fake1", "fake2"}
+    assert main(["eval", str(out), "--base", "--size", "8", "--set", "observers.wandb.mode=offline"]) == 0
+    assert main(["cohort", str(out), "--json", "--prompts", "8"]) == 0
+    assert main(["report", str(out)]) == 0
+    assert not hooks.exists()  # no hook at all: no eval_end without its run_start
+    after = {str(p.relative_to(out)): p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    assert {k: v for k, v in after.items() if not k.startswith("report/")} == before  # nothing written, but the report
+    assert len(of(wandb_records(out), "run")) == 1  # no second W&B run
+    client = mlflow_client(out)
+    (only,) = client.search_runs([client.get_experiment_by_name("inspected").experiment_id])
+    assert only.info.status == "FINISHED"  # the training run, untouched; no evaluation run beside it
