@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import attrs
 
-from corl.builtin.tasks.answers import IntegerVerifier, MathVerifier
+from corl.builtin.tasks import extractors
 from corl.builtin.tasks.fields import FieldError, MissingField, answer_text, is_messages, lookup, prompt_text
 from corl.builtin.tasks.fields import short as _short
 from corl.errors import CorlError
@@ -53,9 +53,7 @@ class DataConfig:
                 "for vision-language agents"})
     template: str = attrs.field(default="{prompt}", validator=_template, metadata={
         "help": "prompt text shown to the model: a Python format string with {prompt}"})
-    answers: Literal["math", "integer"] = attrs.field(default="math", metadata={
-        "help": "math: \\boxed{}, '#### N', 'The answer is', else the answer alone or the last mathematics in the "
-                "text, compared with math-verify; integer: the whole completion is an integer"})
+    answers: str = attrs.field(default="math", validator=extractors.check, metadata={"help": extractors.HELP})
     on_bad_row: Literal["error", "skip"] = attrs.field(default="error", metadata={
         "help": "a malformed row stops the run (error) or is skipped and counted (skip)"})
     limit: int = attrs.field(default=0, validator=attrs.validators.ge(0),
@@ -71,7 +69,7 @@ class DataTask:
 
     def __init__(self, config: DataConfig, ctx=None):
         self.config = config
-        self.verifier = MathVerifier() if config.answers == "math" else IntegerVerifier()
+        self.verifier = extractors.verifier_for(config.answers)
         self.skipped: dict[str, int] = {}
         log = getattr(ctx, "log", None) or print
         source = str(getattr(getattr(ctx, "spec", None), "source", "") or "")
@@ -141,7 +139,8 @@ class DataTask:
                 raise _BadRow(f"field {c.answer_field!r} has no assistant turn; {split} rows need answers")
             if answer is None:
                 raise _BadRow(f"missing field {c.answer_field!r}; {split} rows need answers ({fields})")
-            raise _BadRow(f"no {c.answers} answer found in field {c.answer_field!r}: {_short(answer)}")
+            kind = "integer" if c.answers == "integer" else "math"  # (labels are read as math for tag: and regex:)
+            raise _BadRow(f"no {kind} answer found in field {c.answer_field!r}: {_short(answer)}")
         images = _images(row, c.image_field, self._folder) if c.image_field else ()
         return Prompt(id=f"{split}-{line}", text=c.template.format(prompt=text), label=label, images=images,
                       origin=origin)

@@ -184,7 +184,8 @@ def test_recipes_validate_the_task_table(registry):
         load_recipe(RECIPE, ["task.answers=roman", "task.template=Q: {question}", "task.trian=x", "task.limit=-1"],
                     registry=registry)
     assert sorted(info.value.problems) == [
-        "<recipe>: task.answers: invalid value 'roman'; valid: 'math', 'integer'",
+        "<recipe>: task.answers: invalid value 'roman': valid are 'math', 'integer', 'tag:NAME' (e.g. 'tag:answer') "
+        "or 'regex:PATTERN'",
         "<recipe>: task.limit: invalid value -1: must be >= 0",
         "<recipe>: task.template: invalid value 'Q: {question}': must be a format string whose only field is "
         "{prompt} (write {{ for a brace)",
