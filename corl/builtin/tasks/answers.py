@@ -251,30 +251,32 @@ def _confirmed(answer: str, seconds: int | None) -> str | None:
 
 #: How an answer was found (:func:`extract_label_path`): a marker, the text alone, or the fallback.
 PATHS = {"tag": "<answer> tag", "boxed": "\\boxed{}", "hashes": "#### line", "answer_is": '"The answer is" / "Answer:"',
-         "whole": "the text alone", "fallback": "fallback: the last mathematics in the text"}
+         "whole": "the text alone", "fallback": "fallback: the last mathematics in the text",
+         "none": "no answer: the text says there is none (N/A, I do not know, See solution)"}
 
 
 def _extract(text: str, words: bool, seconds: int | None) -> tuple[str | None, str | None]:
-    """The answer and the path that found it (a key of :data:`PATHS`), or ``(None, None)``."""
+    """The answer and the path that found it (a key of :data:`PATHS`), ``(None, "none")`` for a text
+    that says there is no answer, else ``(None, None)``."""
     text = _final_part(text)
     tags = _ANSWER_TAG.findall(text)
     if tags:  # a stated answer: words count ("<answer>Paris</answer>"); markers inside it still apply
-        answer, _ = _extract(tags[-1], True, seconds)
-        return (answer, "tag") if answer is not None else (None, None)
+        answer, path = _extract(tags[-1], True, seconds)
+        return (answer, "tag") if answer is not None else (None, path)
     opened = _ANSWER_OPEN.search(text)
     if opened:  # truncated inside its answer tag: what it began to answer is no answer
         text = text[: opened.start()]
     if is_non_answer(text):
-        return None, None
+        return None, "none"
     *marked, (found, rest) = _marked(text)
     for candidate, path in marked:
         answer = _clean(candidate)
         if answer:
-            return (None, None) if is_non_answer(answer) else (answer, path)
+            return (None, "none") if is_non_answer(answer) else (answer, path)
     whole = _clean(rest)
     if not found and _is_answer_alone(whole, words):
         if words and _PHRASE.fullmatch(whole) and _WORD.search(whole):
-            return (None, None) if is_non_answer(whole) else (whole, "whole")  # a text answer ("Evelyn")
+            return (None, "none") if is_non_answer(whole) else (whole, "whole")  # a text answer ("Evelyn")
         if words:
             return whole, "whole"
         side = _last_equation_side(whole)
@@ -299,7 +301,8 @@ def extract_label(text: str, timeout: int | None = 2) -> str | None:
 
 def extract_label_path(text: str, timeout: int | None = 2) -> tuple[str | None, str | None]:
     """:func:`extract_label` and how it was found: a key of :data:`PATHS` (``"fallback"`` when no
-    marker stated it and the text was not an answer on its own), or ``(None, None)``."""
+    marker stated it and the text was not an answer on its own), ``(None, "none")`` for a text that
+    says there is no answer, else ``(None, None)``."""
     return _extract(text, True, timeout)
 
 

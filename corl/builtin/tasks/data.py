@@ -56,6 +56,12 @@ class DataConfig:
     answers: str = attrs.field(default="math", validator=extractors.check, metadata={"help": extractors.HELP})
     on_bad_row: Literal["error", "skip"] = attrs.field(default="error", metadata={
         "help": "a malformed row stops the run (error) or is skipped and counted (skip)"})
+    fallback_labels: Literal["drop", "keep"] = attrs.field(default="drop", metadata={
+        "help": "rows whose label the answer field states only by the extractor's fallback (no marker, not an "
+                "answer alone: the last number of 'I do not know 5 things', a GSM8K solution without its '####' "
+                "line), or that hold no answer (N/A, I do not know, See solution): drop drops them; keep keeps the "
+                "fallback labels (a row with no answer is never labeled: kept only in train, unlabeled); either way "
+                "each file's count and first rows are reported"})
     limit: int = attrs.field(default=0, validator=attrs.validators.ge(0),
                              metadata={"help": "read at most this many prompts of each file (0: all)"})
 
@@ -64,13 +70,22 @@ class _BadRow(Exception):
     pass
 
 
+class _Doubtful(Exception):
+    """A row left out for its label (``fallback_labels``); already recorded."""
+
+
 class DataTask:
-    """Splits read from the files the recipe names; ``skipped[split]`` counts rows skipped as bad."""
+    """Splits read from the files the recipe names; ``skipped[split]`` counts rows skipped as bad,
+    ``doubtful[split]`` the rows whose label came only by the extractor's fallback or that hold no
+    answer (``(line, answer text, label, path)``), ``label_paths[prompt id]`` how each label was found."""
 
     def __init__(self, config: DataConfig, ctx=None):
         self.config = config
         self.verifier = extractors.verifier_for(config.answers)
         self.skipped: dict[str, int] = {}
+        self.doubtful: dict[str, list[tuple[int, str, Any, str]]] = {}
+        self.dropped: dict[str, int] = {}
+        self.label_paths: dict[str, str | None] = {}
         log = getattr(ctx, "log", None) or print
         source = str(getattr(getattr(ctx, "spec", None), "source", "") or "")
         # A recipe given as a table ("<recipe>") has no folder of its own.
@@ -79,7 +94,10 @@ class DataTask:
                  if getattr(config, split) is not None}
         self._splits = {split: self._load(split, paths[split], log) if split in paths else () for split in SPLITS}
         if not self._splits["train"]:
-            raise CorlError(f"task.train: {_show(paths['train'])} has no prompts")
+            dropped = self.dropped.get("train")
+            why = (f" ({dropped} rows dropped for their labels: task.fallback_labels = \"keep\" keeps those "
+                   "labeled by the fallback)" if dropped else "")
+            raise CorlError(f"task.train: {_show(paths['train'])} has no prompts{why}")
 
     def split(self, name: str) -> tuple[Prompt, ...]:
         return self._splits[name]
@@ -91,26 +109,50 @@ class DataTask:
             return f'task.{split} = "FILE" (labeled rows)'
         return None
 
-    def _load(self, split: str, path: Path, log) -> tuple[Prompt, ...]:
+    def _load(self, split: str, path: Path, log, max_rows: int = 0) -> tuple[Prompt, ...]:
         on_disk = Path(str(path).partition("::")[0])
         if not on_disk.exists():
             raise CorlError(f"task.{split}: no such file: {_show(on_disk)}")
-        prompts, skipped, first = [], 0, ""
+        prompts, skipped, first, read = [], 0, "", 0
         self._folder = on_disk.parent if on_disk.is_file() else on_disk  # images are relative to the data
+        self.doubtful[split], self.dropped[split] = [], 0
         for line, row in _rows(split, path, getattr(self.config, split)):
+            read += 1
             try:
                 prompts.append(self._prompt(split, line, row, _origin(path, line)))
+            except _Doubtful:
+                self.dropped[split] += 1
             except _BadRow as exc:
                 message = f"{_show(path)}:{line}: {exc}"
                 if self.config.on_bad_row == "error":
                     raise CorlError(message) from None
                 skipped, first = skipped + 1, first or message
-            if self.config.limit and len(prompts) >= self.config.limit:
+            if self.config.limit and len(prompts) >= self.config.limit or max_rows and read >= max_rows:
                 break
         if skipped:
             self.skipped[split] = skipped
             log(f"task.{split}: skipped {skipped} bad rows (on_bad_row = \"skip\"); first: {first}")
+        if self.doubtful[split]:
+            log(self._doubtful_report(split, path, read))
         return tuple(prompts)
+
+    def _doubtful_report(self, split: str, path: Path, read: int) -> str:
+        """One line: how many rows of the file have a doubtful label, what became of them, the first few."""
+        rows, c = self.doubtful[split], self.config
+        fallback = sum(path_ == "fallback" for *_, path_ in rows)
+        parts = [f"{fallback} labeled only by the fallback (the last mathematics in field {c.answer_field!r}: "
+                 "no <answer>, \\boxed{}, '####' or 'The answer is')" if fallback else "",
+                 f"{len(rows) - fallback} with no answer (N/A, I do not know, ...)" if len(rows) > fallback else ""]
+        fate = ("dropped (task.fallback_labels = \"drop\"; \"keep\" keeps the fallback labels)"
+                if c.fallback_labels == "drop" else
+                "fallback labels kept (task.fallback_labels = \"keep\")"
+                + (", rows with no answer dropped" if split != "train" and len(rows) > fallback else
+                   ", rows with no answer kept unlabeled" if len(rows) > fallback else ""))
+        first = ", ".join(f"{line} {_short(text, 40)} -> {label if label is not None else 'no label'}"
+                          for line, text, label, _ in rows[:3])
+        where = "line" if path.suffix.lower() == ".jsonl" else "row"
+        return (f"task.{split}: {_show(path)}: {len(rows)} of {read} rows have doubtful labels: "
+                f"{'; '.join(p for p in parts if p)}; {fate}; first, by {where}: {first}")
 
     def _prompt(self, split: str, line: int, row: Any, origin: str) -> Prompt:
         c = self.config
@@ -133,7 +175,11 @@ class DataTask:
             raw, answer, fields = None, None, exc.available
         except FieldError as exc:
             raise _BadRow(str(exc)) from None
-        label = self.verifier.label(answer) if answer is not None else None
+        label, path = _label_path(self.verifier, answer) if answer is not None else (None, None)
+        if path in ("fallback", "none"):  # a doubtful label: reported per file, dropped or kept (fallback_labels)
+            self.doubtful[split].append((line, answer, label, path))
+            if c.fallback_labels == "drop" or (path == "none" and split != "train"):
+                raise _Doubtful()
         if label is None and split != "train":  # seed and eval exist to be scored against
             if answer is None and is_messages(raw):
                 raise _BadRow(f"field {c.answer_field!r} has no assistant turn; {split} rows need answers")
@@ -142,8 +188,16 @@ class DataTask:
             kind = "integer" if c.answers == "integer" else "math"  # (labels are read as math for tag: and regex:)
             raise _BadRow(f"no {kind} answer found in field {c.answer_field!r}: {_short(answer)}")
         images = _images(row, c.image_field, self._folder) if c.image_field else ()
+        self.label_paths[f"{split}-{line}"] = path
         return Prompt(id=f"{split}-{line}", text=c.template.format(prompt=text), label=label, images=images,
                       origin=origin)
+
+
+def _label_path(verifier: Any, answer: str) -> tuple[Any, str | None]:
+    """A label and how the verifier found it (a verifier without ``label_path``: no path)."""
+    if hasattr(verifier, "label_path"):
+        return verifier.label_path(answer)
+    return verifier.label(answer), None
 
 
 def _images(row: dict, field: str, folder: Path) -> tuple[Any, ...]:

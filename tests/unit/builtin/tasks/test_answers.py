@@ -250,7 +250,8 @@ def test_non_answers_are_never_answers_or_labels(text):
 def test_each_label_says_how_it_was_found(text, path):
     label, found = answers.extract_label_path(text)
     assert label is not None and found == path and found in answers.PATHS
-    assert answers.extract_label_path("N/A") == (None, None)
+    assert answers.extract_label_path("N/A") == (None, "none") == answers.extract_label_path(r"\boxed{N/A}")
+    assert answers.extract_label_path("))") == (None, None)
 
 
 def test_tag_and_regex_extractors_read_only_their_place():
