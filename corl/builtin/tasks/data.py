@@ -12,7 +12,15 @@ from typing import Any, Literal
 import attrs
 
 from corl.builtin.tasks import extractors
-from corl.builtin.tasks.fields import FieldError, MissingField, answer_text, is_messages, lookup, prompt_text
+from corl.builtin.tasks.fields import (
+    FieldError,
+    MissingField,
+    answer_text,
+    is_messages,
+    lookup,
+    prompt_messages,
+    prompt_text,
+)
 from corl.builtin.tasks.fields import short as _short
 from corl.errors import CorlError
 from corl.plugins import hookimpl
@@ -43,7 +51,9 @@ class DataConfig:
         "help": "labeled prompts for warm-starting zoo models (as for train; relative to the recipe file)"})
     prompt_field: str = attrs.field(default="question", metadata={
         "help": "the field holding the prompt: text, or a list of chat messages (`messages`, TRL's and verl's "
-                "`prompt`: the last user turn, system turns prepended); a dotted path reaches into tables"})
+                "`prompt`), up to the last user turn: a chat-format agent renders them with its chat template as "
+                "they are (system turns kept, as TRL does), others read the last user turn with the system turns "
+                "prepended; a dotted path reaches into tables"})
     answer_field: str = attrs.field(default="answer", metadata={
         "help": "the field holding the reference answer: a worked solution ending in '#### 42' or \\boxed{}, the "
                 "answer alone (\\frac{1}{2}), or a list of chat messages (the last assistant turn); a dotted path "
@@ -163,6 +173,7 @@ class DataTask:
         try:
             value = lookup(row, c.prompt_field)
             text = "" if value is None else prompt_text(value, c.prompt_field)
+            messages = prompt_messages(value, c.prompt_field)
         except FieldError as exc:
             raise _BadRow(str(exc)) from None
         if not text.strip():
@@ -189,8 +200,11 @@ class DataTask:
             raise _BadRow(f"no {kind} answer found in field {c.answer_field!r}: {_short(answer)}")
         images = _images(row, c.image_field, self._folder) if c.image_field else ()
         self.label_paths[f"{split}-{line}"] = path
+        if messages:  # the template fills the last user turn, the one the row asks
+            *before, (role, last) = messages
+            messages = (*before, (role, c.template.format(prompt=last)))
         return Prompt(id=f"{split}-{line}", text=c.template.format(prompt=text), label=label, images=images,
-                      origin=origin)
+                      origin=origin, messages=messages)
 
 
 def _label_path(verifier: Any, answer: str) -> tuple[Any, str | None]:

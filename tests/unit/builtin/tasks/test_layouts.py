@@ -131,3 +131,19 @@ def test_content_parts_and_a_key_holding_a_dot(tmp_path):
     task = DataTask(DataConfig(train="p.jsonl", eval="p.jsonl", prompt_field="prompt", answer_field="meta.answer"),
                     Context(spec=type("S", (), {"source": str(tmp_path / "r.toml")})(), seed=0))
     assert (task.split("eval")[0].text, task.split("eval")[0].label) == ("How many? Count.", "7")
+
+
+def test_a_conversational_prompt_keeps_its_turns_for_the_chat_template():
+    from corl.builtin.tasks.data import DataConfig, DataTask
+
+    task = DataTask(DataConfig(train="data/trl_sample.jsonl", eval="data/trl_sample.jsonl", prompt_field="prompt",
+                               answer_field="solution", template="{prompt}\nBe exact."), Context(spec=_Spec(), seed=0))
+    first = task.split("eval")[0]
+    assert [role for role, _ in first.messages] == ["system", "user"]  # the system turn stays a system turn
+    assert first.messages[0][1].startswith("You are a careful mathematician.")
+    assert first.messages[1][1].endswith("Enter your answer as an ordered pair.\nBe exact.")  # the task template
+    assert first.text.startswith("You are a careful mathematician.") and first.text.endswith("\nBe exact.")
+    chat = DataTask(DataConfig(train="data/chat_sample.jsonl", prompt_field="messages", answer_field="messages"), Context(spec=_Spec(), seed=0))
+    assert all(p.messages[-1][0] == "user" for p in chat.split("train"))  # the reference answer's turn is not shown
+    plain = DataTask(DataConfig(train="data/gsm8k_sample.jsonl"), Context(spec=_Spec(), seed=0))
+    assert plain.split("train")[0].messages == ()
