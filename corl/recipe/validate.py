@@ -76,6 +76,17 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
                    topology=topology, eval=ev, source=source, observers=observers, shaping=shaping, sections=own)
 
 
+def data_problems(spec: RunSpec, registry: Registry, rows: int) -> list[str]:
+    """What the task's data holds wrong in the first ``rows`` rows of each file (``corl validate``), through
+    the task's declared ``check_data`` (:class:`~corl.protocols.TaskTraits`): the lines building the task would
+    give, without a model or torch. A task that declares no check has none."""
+    task = spec.task
+    declared = traits("task", task.factory) if task.factory is not None else registry.get("task", task.type).traits
+    if declared.check_data is None:
+        return []
+    return list(declared.check_data(task.config, spec.source, rows))
+
+
 def router_traits(registry: Registry, topology: ComponentSpec) -> RouterTraits:
     """What the chosen router's factory declares (supervised, min_agents, check)."""
     if topology.factory is not None:  # an import path: read off the factory itself

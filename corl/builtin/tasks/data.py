@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import attrs
 
+from corl import logs
 from corl.builtin.tasks import extractors
 from corl.builtin.tasks.fields import (
     FieldError,
@@ -90,20 +91,27 @@ class DataTask:
     answer (``(line, answer text, label, path)``), ``label_paths[prompt id]`` how each label was found."""
 
     def __init__(self, config: DataConfig, ctx=None):
+        self._read(config, ctx)
+
+    def _read(self, config: DataConfig, ctx, max_rows: int = 0, splits: tuple[str, ...] = SPLITS) -> None:
+        """Read ``splits`` (at most ``max_rows`` rows of each file: 0, all)."""
         self.config = config
         self.verifier = extractors.verifier_for(config.answers)
         self.skipped: dict[str, int] = {}
         self.doubtful: dict[str, list[tuple[int, str, Any, str]]] = {}
         self.dropped: dict[str, int] = {}
         self.label_paths: dict[str, str | None] = {}
+        self.rows_read: dict[str, int] = {}
         log = getattr(ctx, "log", None) or print
         source = str(getattr(getattr(ctx, "spec", None), "source", "") or "")
         # A recipe given as a table ("<recipe>") has no folder of its own.
         base = Path(source).parent if source and not source.startswith("<") else Path.cwd()
-        paths = {split: base / Path(getattr(config, split)).expanduser() for split in SPLITS
+        paths = {split: base / Path(getattr(config, split)).expanduser() for split in splits
                  if getattr(config, split) is not None}
-        self._splits = {split: self._load(split, paths[split], log) if split in paths else () for split in SPLITS}
-        if not self._splits["train"]:
+        self._splits = {split: self._load(split, paths[split], log, max_rows) if split in paths else ()
+                        for split in SPLITS}
+        # (reading only the first rows, the file may hold prompts further on)
+        if "train" in splits and not self._splits["train"] and not (max_rows and self.rows_read["train"] >= max_rows):
             dropped = self.dropped.get("train")
             why = (f" ({dropped} rows dropped for their labels: task.fallback_labels = \"keep\" keeps those "
                    "labeled by the fallback)" if dropped else "")
@@ -111,6 +119,23 @@ class DataTask:
 
     def split(self, name: str) -> tuple[Prompt, ...]:
         return self._splits[name]
+
+    @staticmethod
+    def check_data(config: DataConfig, source: str, rows: int) -> list[str]:
+        """A trait (:class:`corl.protocols.TaskTraits`, ``corl validate``): the first ``rows`` rows of each
+        file, read as the run reads them; one line per file that fails, as the run words it."""
+        from types import SimpleNamespace
+
+        ctx = SimpleNamespace(spec=SimpleNamespace(source=source), log=logs.get("data").info)
+        problems = []
+        for split in SPLITS:
+            if getattr(config, split) is None:
+                continue
+            try:
+                DataTask.__new__(DataTask)._read(config, ctx, max_rows=rows, splits=(split,))
+            except CorlError as exc:
+                problems.append(str(exc))
+        return problems
 
     @staticmethod
     def missing_split(config: DataConfig, split: str) -> str | None:
@@ -139,6 +164,7 @@ class DataTask:
                 skipped, first = skipped + 1, first or message
             if self.config.limit and len(prompts) >= self.config.limit or max_rows and read >= max_rows:
                 break
+        self.rows_read[split] = read
         if skipped:
             self.skipped[split] = skipped
             log(f"task.{split}: skipped {skipped} bad rows (on_bad_row = \"skip\"); first: {first}")
