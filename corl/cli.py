@@ -1,4 +1,4 @@
-"""``corl`` command line: run | validate | eval | cohort | compare | report | plugins | env | recipes | export.
+"""``corl`` command line: run | validate | data | eval | cohort | compare | report | plugins | env | recipes.
 
 User mistakes (:class:`corl.errors.CorlError`) print one line per problem, no traceback, exit 2.
 """
@@ -16,16 +16,31 @@ from corl.recipe.locate import shipped_recipes
 
 
 def cmd_validate(args) -> int:
+    from corl.plugins import build_registry
+    from corl.recipe.validate import data_problems
     from corl.runtime import prepare
 
+    if args.rows < 1:
+        raise CorlError(f"--rows {args.rows}: must be at least 1")
     recipe, overrides, source = resolve_recipe(args.recipe, args.set)
-    _, spec = prepare(recipe, overrides, source=source)
-    agents = ", ".join(f"{a.name} ({a.agent.config.model}, {a.optimizer.type})" for a in spec.agents)
+    pm, spec = prepare(recipe, overrides, source=source)
+    # the task's data files, their first rows read as the run reads them (no model, no torch)
+    problems = data_problems(spec, build_registry(pm), args.rows)
+    if problems:
+        raise CorlError("\n".join(problems))
+    agents = ", ".join(f"{a.name} ({getattr(a.agent.config, 'model', a.agent.type)}, {a.optimizer.type})"
+                       for a in spec.agents)
     shaping = "".join(f", + {t.weight:g} x {t.name}" for t in spec.shaping)
     print(f"{spec.source}: ok: {len(spec.agents)} agents [{agents}], {spec.topology.type} topology{shaping}, "
           f"{spec.voting.aggregator.type} voting n_votes={spec.voting.n_votes} n_train={spec.voting.n_train}, "
           f"{spec.run.steps} steps -> {spec.output_dir}")
     return 0
+
+
+def cmd_data(args) -> int:
+    from corl.tools.preview import preview
+
+    return preview(args)
 
 
 def cmd_run(args) -> int:
@@ -155,12 +170,15 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="corl", description="Co-RL: cooperative label-free multi-agent RL")
     p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True)
-    for name, fn, text in (("run", cmd_run, "run a recipe"), ("validate", cmd_validate, "check a recipe, load nothing")):
+    for name, fn, text in (("run", cmd_run, "run a recipe"),
+                           ("validate", cmd_validate, "check a recipe and the first rows of its data files; load no model")):
         sp = sub.add_parser(name, help=text)
         sp.add_argument("recipe", help="a recipe file, the name of a shipped recipe, or a run dir")
         sp.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
                         help="override a recipe key, e.g. --set agents[0].sampler.temperature=0.8 (repeatable)")
         sp.set_defaults(fn=fn)
+        if name == "validate":
+            sp.add_argument("--rows", type=int, default=50, help="rows of each data file to read and check (default 50)")
         if name == "run":
             sp.add_argument("--resume", action="store_true",
                             help="continue from the newest complete checkpoint in the run's output dir")
@@ -182,6 +200,14 @@ def parser() -> argparse.ArgumentParser:
         else:
             sp.add_argument("--prompts", type=int, default=200, help="unlabeled prompts to sample (default 200)")
         sp.set_defaults(fn=fn)
+    sp = sub.add_parser("data", help="look at a recipe's data as its agents will see it")
+    sp.add_argument("action", choices=["preview"], help="preview: each agent's exact prompt string, with labels")
+    sp.add_argument("recipe", help="a recipe file, the name of a shipped recipe, or a run dir")
+    sp.add_argument("--rows", type=int, default=3, help="prompts to show (default 3)")
+    sp.add_argument("--split", default="train", choices=["train", "eval", "seed"], help="which split (default train)")
+    sp.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a recipe key")
+    sp.add_argument("--json", action="store_true", help="print JSON for machines")
+    sp.set_defaults(fn=cmd_data)
     sp = sub.add_parser("compare", help="run recipes over several seeds and tabulate them (results.json, results.md)")
     sp.add_argument("recipes", nargs="+", help="recipe files or shipped recipe names")
     sp.add_argument("--seeds", default="0", help="comma-separated training seeds (default 0)")

@@ -139,7 +139,10 @@ class Optimizer(Protocol):
 
     def step(self, rollout: Rollout, rewards: Sequence[Sequence[float]]) -> dict[str, float]:
         """One update. A non-finite loss or gradient must skip the update and report
-        ``nonfinite = 1.0`` in the returned metrics (the run counts and acts on it)."""
+        ``nonfinite = 1.0`` in the returned metrics (the run counts and acts on it). Return only
+        what was measured: a metric the step did not measure (no loss or entropy when no sample
+        went through the update, no gradient norm when no optimizer step was taken) is left out,
+        never reported as 0, so logs and health checks do not read a collapse that never happened."""
 
     def save_state(self, path: str) -> None:
         """Write the optimizer's state (moments, step counts) for a checkpoint (every rank of the
@@ -169,9 +172,14 @@ class RouterTraits:
 class TaskTraits:
     """``missing_split(config, split)``: None when a task built from ``config`` will hold prompts in
     ``split``, else what to set so that it does (e.g. ``'task.seed = "FILE"'``), read at validation
-    by components that need a split (a zoo model warm-starts on the labeled ``seed`` split)."""
+    by components that need a split (a zoo model warm-starts on the labeled ``seed`` split).
+    ``check_data(config, source, rows)``: open the task's data (relative paths against ``source``,
+    the recipe file) and read at most ``rows`` rows of each file, returning one line per problem,
+    worded as building the task would word it (``corl validate``); it imports no torch and loads
+    no model."""
 
     missing_split: Callable[[Any, str], str | None] | None = None
+    check_data: Callable[[Any, str, int], Sequence[str]] | None = None
 
 
 @attrs.frozen
@@ -189,9 +197,12 @@ class RecipeFacts:
 class AgentTraits:
     """``check(config, facts)``: the agent's own cross-checks of a validated recipe
     (:class:`RecipeFacts`), yielding ``(key, message)`` pairs, the key relative to the agent's table
-    (``("model", "zoo:llama-tiny needs a labeled seed split ...")``)."""
+    (``("model", "zoo:llama-tiny needs a labeled seed split ...")``). ``preview(config, ctx, prompts)``:
+    the exact strings the agent would tokenize for ``prompts`` (its chat template applied), from its
+    tokenizer alone, no model weights loaded (``corl data preview``; ``ctx`` as for the factory)."""
 
     check: Callable[[Any, RecipeFacts], Iterable[tuple[str, str]]] | None = None
+    preview: Callable[[Any, Any, Sequence[Any]], Sequence[str]] | None = None
 
 
 @attrs.frozen

@@ -28,6 +28,10 @@ class Prompt:
     ``images`` (PIL images or image file paths) go with the text to a vision-language agent
     (``corl.builtin.hf.vision``); text tasks leave it empty. ``origin`` says where the prompt came
     from, for messages (a data file and line, ``data/train.jsonl:17``); None: its id says it.
+    ``messages``: a conversational row's own turns, ``(role, content)`` pairs up to its last user
+    turn (system turns kept), which a chat-format agent renders with its chat template as they are
+    (as TRL does); ``text`` is then that conversation flattened (system turns, then the last user
+    turn), for agents without a chat template. Empty for a plain-text prompt.
     """
 
     id: str
@@ -37,6 +41,7 @@ class Prompt:
     solution: str | None = None
     images: tuple[Any, ...] = ()
     origin: str | None = attrs.field(default=None, eq=False)
+    messages: tuple[tuple[str, str], ...] = ()
 
 
 @attrs.frozen

@@ -36,7 +36,8 @@ class ConsoleObserver:
 
     @hookimpl
     def corl_on_step_end(self, run, step, metrics):
-        info = "  ".join(f"{n}: r={m['reward_mean']:.2f}" for n, m in metrics.agents.items())
+        info = "  ".join(f"{n}: r={m['reward_mean']:.2f}" if "reward_mean" in m else f"{n}: r=n/a"
+                         for n, m in metrics.agents.items())
         self.progress.advance(info=info)
 
     @hookimpl

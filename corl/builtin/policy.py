@@ -255,8 +255,13 @@ class PolicyGradient:
                     break
             if nonfinite:
                 break
-        out = {k: val / max(n_tokens_seen, 1.0) for k, val in totals.items()}
-        out["grad_norm"] = sum(norms) / len(norms) if norms else 0.0
+        # What was not measured is left out, never reported as 0: with no token through a backward pass
+        # (no active sample, or a skipped update) there is no loss, entropy or clip fraction; with no
+        # reference model (kl = 0) no KL; with no optimizer step no gradient norm.
+        measured = [k for k in totals if k != "kl" or cfg.kl > 0] if n_tokens_seen else []
+        out = {k: totals[k] / n_tokens_seen for k in measured}
+        if norms:
+            out["grad_norm"] = sum(norms) / len(norms)
         out["active_fraction"] = n_active / (len(rows) * cfg.epochs)  # samples with a learning signal
         out["frac_reward_zero_std"] = float((r.std(dim=1) <= ZERO_STD).float().mean())  # groups with no signal
         out["nonfinite"] = float(nonfinite)

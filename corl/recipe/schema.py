@@ -40,7 +40,9 @@ class RunSection:
     prompts_per_step: int = attrs.field(default=32, validator=attrs.validators.ge(1),
                                         metadata={H: "unlabeled prompts each agent samples per step"})
     output_dir: str = attrs.field(default="runs/{name}", validator=lambda i, a, value: _output_template(value),
-                                  metadata={H: "where metrics, logs and checkpoints go ({name}: the run name)"})
+                                  metadata={H: "where metrics, logs and checkpoints go ({name}: the run name); a "
+                                               "relative path is relative to the working directory `corl run` "
+                                               "starts in, not to the recipe file (data paths are)"})
     threads: int = attrs.field(default=0, validator=attrs.validators.ge(0),
                                metadata={H: "torch CPU threads (0: all cores)"})
     supervised: bool = attrs.field(default=False, metadata={

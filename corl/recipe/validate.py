@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from corl import rewards
 from corl.errors import ConfigError
 from corl.plugins import CORE_SECTIONS, Registry
 from corl.protocols import RecipeFacts, RouterTraits, traits
@@ -73,6 +74,17 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
         raise ConfigError(*errors)
     return RunSpec(run=run, task=task, agents=tuple(agents), voting=VotingSpec(aggregator, n_votes, n_train),
                    topology=topology, eval=ev, source=source, observers=observers, shaping=shaping, sections=own)
+
+
+def data_problems(spec: RunSpec, registry: Registry, rows: int) -> list[str]:
+    """What the task's data holds wrong in the first ``rows`` rows of each file (``corl validate``), through
+    the task's declared ``check_data`` (:class:`~corl.protocols.TaskTraits`): the lines building the task would
+    give, without a model or torch. A task that declares no check has none."""
+    task = spec.task
+    declared = traits("task", task.factory) if task.factory is not None else registry.get("task", task.type).traits
+    if declared.check_data is None:
+        return []
+    return list(declared.check_data(task.config, spec.source, rows))
 
 
 def router_traits(registry: Registry, topology: ComponentSpec) -> RouterTraits:
@@ -178,7 +190,7 @@ def _component(registry: Registry, kind: str, data: Any, path: str, errors: Erro
         return None
     name = data.get(type_key, DEFAULT_TYPES.get(kind))
     if isinstance(name, str) and ":" in name:
-        return _import_path_component(name, data, join(path, type_key), errors, (type_key, *skip))
+        return _import_path_component(name, data, join(path, type_key), errors, (type_key, *skip), kind)
     if not isinstance(name, str) or not registry.has(kind, name):
         errors.add(join(path, type_key),
                    f"unknown {kind} {name!r}; available: {', '.join(registry.names(kind))}{registry.hint()}")
@@ -189,10 +201,11 @@ def _component(registry: Registry, kind: str, data: Any, path: str, errors: Erro
 
 
 def _import_path_component(name: str, data: Mapping[str, Any], path: str, errors: Errors,
-                           skip: tuple[str, ...]) -> ComponentSpec | None:
+                           skip: tuple[str, ...], kind: str = "") -> ComponentSpec | None:
     """``type = "package.module:Factory"``: refused unless ``CORL_ALLOW_IMPORT_PATHS=1``, because a
     recipe would otherwise run arbitrary code on import. The factory's attrs ``Config`` (if any)
-    validates the table's other keys."""
+    validates the table's other keys. A shaping term may also be a plain reward function
+    (:mod:`corl.rewards`: ``fn(prompts, completions, **kwargs)``, as TRL's ``reward_funcs``)."""
     if not os.environ.get(IMPORT_PATHS_ENV):
         errors.add(path, f"{name!r} is an import path; recipes name registered components only "
                          f"(see `corl plugins`), or set {IMPORT_PATHS_ENV}=1 to allow import paths")
@@ -203,6 +216,8 @@ def _import_path_component(name: str, data: Mapping[str, Any], path: str, errors
     except (ImportError, AttributeError) as exc:
         errors.add(path, f"cannot import {name!r}: {exc}")
         return None
+    if kind == "shaping" and rewards.is_reward_function(factory):
+        factory = rewards.factory_for(factory, name)
     config_cls = factory.Config if hasattr(factory, "Config") else NoConfig
     config = structure(config_cls, data, path.rpartition(".")[0], errors, skip=skip)
     return None if config is None else ComponentSpec(name, config, factory)
@@ -241,7 +256,7 @@ def _check_untabled_observers(registry: Registry, names: tuple[str, ...], config
 
 def _shaping(registry: Registry, data: Any, run: RunSection | None, errors: Errors) -> tuple[ShapingSpec, ...]:
     """``[[shaping]]``: reward terms beside the peer reward, each with a ``weight`` (and a ``name``
-    for its metric, the type by default). A term that reads labels needs a run declared supervised."""
+    for its metric, the type by default, an import path's function name). A term that reads labels needs a run declared supervised."""
     if not isinstance(data, list) or not all(isinstance(x, Mapping) for x in data):
         errors.add("shaping", f"expected [[shaping]] tables, got {data!r}")
         return ()
@@ -253,7 +268,8 @@ def _shaping(registry: Registry, data: Any, run: RunSection | None, errors: Erro
             continue
         term = _component(registry, "shaping", raw, path, errors, skip=("weight", "name"))
         weight = convert(float, raw.get("weight", 1.0), f"{path}.weight", errors)
-        name = raw.get("name", raw["type"])
+        # by default the type, or an import path's function name ("mypkg.rewards:format_reward" -> format_reward)
+        name = raw.get("name", str(raw["type"]).rpartition(":")[2])
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
             errors.add(f"{path}.name", f"expected a name of letters, digits, '_', '-' or '.', got {name!r}")
         elif name in seen:

@@ -53,10 +53,10 @@ def evaluate(agent: Agent, sampler: Sampler, verifier: AnswerVerifier, prompts: 
     }, answers
 
 
-def evaluate_run(run, step: int) -> dict[str, dict[str, float]]:
+def evaluate_run(run, step: int, notify: bool = True) -> dict[str, dict[str, float]]:
     """Score every agent of ``run`` on its held-out prompts (each agent's first rank scores it; the
     other ranks of a sharded agent's group sample alongside, since its forward passes are collective),
-    exchange the results, compute the cohort matrices and tell the observers."""
+    exchange the results, compute the cohort matrices and (``notify``) tell the observers."""
     if not run.eval_prompts:
         return {}
     local = {}
@@ -76,5 +76,6 @@ def evaluate_run(run, step: int) -> dict[str, dict[str, float]]:
     answers = {name: per_rank[0][1] for name, per_rank in gathered.items()}
     cohort = pairwise(answers, run.verifier, [p.label for p in run.eval_prompts])
     run.state.evals[step], run.state.cohorts[step] = results, cohort
-    run.notify("corl_on_eval_end", step=step, results=results, cohort=cohort)
+    if notify:
+        run.notify("corl_on_eval_end", step=step, results=results, cohort=cohort)
     return results

@@ -60,8 +60,11 @@ def claim(out: Path, *, resume: bool, force: bool, found: Path | None, log) -> N
                             "would train it again from step 0; choose another run.output_dir to keep it, or pass "
                             "--force to replace it")
         if kind == "finished":
-            raise CorlError(f"{out} holds a finished run ({evidence}); choose another run.output_dir (or run.name) "
-                            "to keep it, or pass --force to replace it")
+            complete = checkpoint.list_complete(out / "checkpoints")
+            further = (f"; to train it further, raise run.steps and continue it with --resume (from its checkpoint "
+                       f"{complete[-1].name})" if complete else "")
+            raise CorlError(f"{out} holds a finished run ({evidence}){further}; choose another run.output_dir (or "
+                            "run.name) to keep it, or pass --force to replace it")
         if not resume:
             raise CorlError(f"{out} holds a started run ({evidence}); continue it with --resume, or pass --force "
                             "to replace it")

@@ -8,6 +8,7 @@ after ``run.max_nonfinite`` in a row.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,13 +32,18 @@ class Health:
         """New warnings for this step (also kept in ``warnings``)."""
         new = []
         for name, m in metrics.items():
+            # None: not measured this step (no finite reward; no update, so no entropy). Such a step
+            # neither extends nor ends a streak: a skipped update in the middle of a collapse hides nothing.
+            std, entropy = m.get("reward_std", math.nan), m.get("entropy")
             symptoms = {
-                "reward_std": m["reward_std"] < 1e-3,
-                "entropy": m.get("active_fraction", 0) > 0 and m.get("entropy", 1.0) < 0.02,
+                "reward_std": std < 1e-3 if math.isfinite(std) else None,
+                "entropy": entropy < 0.02 if entropy is not None and math.isfinite(entropy) else None,
                 "collusion": m["label_mode_share"] > 0.5 and prompts_per_step >= 8,
             }
             for symptom, present in symptoms.items():
                 key = (name, symptom)
+                if present is None:
+                    continue
                 self.streaks[key] = self.streaks.get(key, 0) + 1 if present else 0
                 if self.streaks[key] == PATIENCE and key not in self.warned:
                     self.warned.add(key)

@@ -170,13 +170,14 @@ class Run:
     def step(self, step: int) -> StepMetrics:
         return train_step(self, step)
 
-    def evaluate(self, step: int, final: bool = False) -> dict[str, dict[str, float]]:
+    def evaluate(self, step: int, final: bool = False, notify: bool = True) -> dict[str, dict[str, float]]:
         """Score every agent on the held-out prompts. A one-process run abandons an evaluation on a
-        signal (it is redone on resume); in a several-process run every rank finishes it first."""
+        signal (it is redone on resume); in a several-process run every rank finishes it first.
+        ``notify=False`` (``corl eval``, outside any run's lifecycle) calls no hook."""
         self.phase = (f"during the final evaluation (after step {step})" if final else
                       f"during the evaluation after step {step}" if step else "during the evaluation before step 1")
         with self.stop.abandonable(self.layout.world_size == 1):
-            return evaluate_run(self, step)
+            return evaluate_run(self, step, notify=notify)
 
     # -- hooks ------------------------------------------------------------------------------------
 

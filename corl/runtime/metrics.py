@@ -2,6 +2,7 @@
 
 Everything here is computed the same on every rank. Hidden labels give monitoring metrics only
 (``label_accuracy``, ``reward_accuracy``, ``train_accuracy``); they never reach a label-free router.
+A metric that was not measured in a step is left out of its record, never written as 0.
 """
 
 from __future__ import annotations
@@ -25,21 +26,24 @@ def vote_metrics(votes: Sequence[Sequence[Vote]], labels: Sequence[PseudoLabel],
     flat = [x for r in train_rewards for x in r]
     finite = [x for x in flat if math.isfinite(x)]
     m = {
-        "reward_mean": statistics.fmean(finite) if finite else float("nan"),
-        "reward_std": statistics.pstdev(finite) if finite else float("nan"),
         "label_share": statistics.fmean(lab.share for lab in labels),
         "answered": statistics.fmean(v.answer is not None for vs in votes for v in vs),
         # label-free answer diversity: distinct answers per prompt (falls when sampling collapses)
         "distinct_answers": statistics.fmean(len({v.answer for v in vs if v.answer is not None}) for vs in votes),
         "label_mode_share": mode_share([lab.answer for lab in labels]),
     }
+    if finite:  # no finite reward (the update was skipped): no reward statistics
+        m["reward_mean"], m["reward_std"] = statistics.fmean(finite), statistics.pstdev(finite)
     if truth and all(t is not None for t in truth):
         m["label_accuracy"] = statistics.fmean(lab.answer is not None and verifier.equivalent(lab.answer, t)
                                                for lab, t in zip(labels, truth))
         correct = [[float(v.answer is not None and verifier.equivalent(v.answer, t)) for v in vs[:n_train]]
                    for vs, t in zip(votes, truth)]
-        m["reward_accuracy"] = statistics.fmean(float(r == c) for rs, cs in zip(train_rewards, correct)
-                                                for r, c in zip(rs, cs))
+        # With no sample rewarded, "every reward agrees with correctness" only says every answer was wrong
+        # and nothing was paid: the reward told the agent nothing, so its accuracy is not reported (not 100%).
+        if any(r > 0 for r in finite):
+            m["reward_accuracy"] = statistics.fmean(float(r == c) for rs, cs in zip(train_rewards, correct)
+                                                    for r, c in zip(rs, cs))
         m["train_accuracy"] = statistics.fmean(x for cs in correct for x in cs)
     return m
 
@@ -48,7 +52,9 @@ def merge_ranks(per_rank: Sequence[Mapping[str, float]]) -> dict[str, float]:
     """One agent's metrics from the ranks of its group (one rank: unchanged)."""
     if len(per_rank) == 1:
         return dict(per_rank[0])
-    return {k: (sum if k in SUMMED_METRICS else statistics.fmean)([m[k] for m in per_rank]) for k in per_rank[0]}
+    # a metric some ranks did not measure (no token of theirs went backward) is combined over those that did
+    keys = dict.fromkeys(k for m in per_rank for k in m)
+    return {k: (sum if k in SUMMED_METRICS else statistics.fmean)([m[k] for m in per_rank if k in m]) for k in keys}
 
 
 def mode_share(answers: Sequence[Any]) -> float:

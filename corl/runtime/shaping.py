@@ -52,6 +52,6 @@ def metrics(terms: Mapping[str, Grid], total: Sequence[Sequence[float]], n_train
         return {}
     out = {f"shaping/{name}": statistics.fmean(x for row in grid for x in row[:n_train]) for name, grid in terms.items()}
     flat = [x for row in total for x in row[:n_train] if math.isfinite(x)]
-    out["shaped_reward_mean"] = statistics.fmean(flat) if flat else float("nan")
-    out["shaped_reward_std"] = statistics.pstdev(flat) if flat else float("nan")
+    if flat:  # no finite total (the update was skipped): left out, not NaN
+        out["shaped_reward_mean"], out["shaped_reward_std"] = statistics.fmean(flat), statistics.pstdev(flat)
     return out

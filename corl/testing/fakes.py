@@ -136,7 +136,7 @@ class FakeOptimizer:
                 grad += (reward - mean) * (onehot - probs)
         grad /= max(1, sum(len(row) for row in rewards))
         if not bool(torch.isfinite(grad).all()):
-            return {"loss": 0.0, "grad_norm": 0.0, "nonfinite": 1.0}
+            return {"nonfinite": 1.0}  # skipped: nothing measured
         logits += self.lr * grad
         return {"loss": 0.0, "grad_norm": float(grad.norm()), "nonfinite": 0.0}
 

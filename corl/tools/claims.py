@@ -170,8 +170,16 @@ def evaluate_claims(claims: Mapping[str, Any], results: Mapping[str, Any]) -> li
 # -- the report ----------------------------------------------------------------------------------
 
 
-def _pm(s: Mapping[str, float], scale: float = 100, fmt: str = ".1f") -> str:
-    return f"{s['mean'] * scale:{fmt}} ± {s['sd'] * scale:{fmt}}"
+def mean_sd(s: Mapping[str, Any], scale: float = 1.0, fmt: str = ".3f") -> str:
+    """``mean ± sd`` of a per-seed figure (``corl compare``'s ``{"mean", "sd", "n"}``), the spread unsigned
+    (``+6.2 ± 1.8``); one seed has no spread to show: ``± n/a``, not ``± 0.000``."""
+    sd = s.get("sd")
+    spread = "n/a" if sd is None or s.get("n", 2) < 2 else f"{sd * scale:{fmt.lstrip('+')}}"
+    return f"{s['mean'] * scale:{fmt}} ± {spread}"
+
+
+def _pm(s: Mapping[str, Any], scale: float = 100, fmt: str = ".1f") -> str:
+    return mean_sd(s, scale, fmt)
 
 
 def render(results: Mapping[str, Any], claims: Mapping[str, Any] | None = None) -> str:

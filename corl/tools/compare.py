@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 
-def _stats(values: Sequence[float]) -> dict[str, float]:
+def _stats(values: Sequence[float]) -> dict[str, Any]:
+    """Mean, sd and count over seeds; one seed has no sd (null, shown as n/a), not a spread of 0."""
     values = list(values)
-    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
+    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else None,
             "n": len(values)}
 
 
@@ -147,7 +148,7 @@ def compare(recipes: Sequence[str], seeds: Sequence[int], out: Path, overrides: 
 def render_markdown(results: dict[str, Any]) -> str:
     seeds = results["seeds"]
     lines = [f"# Comparison over seeds {', '.join(map(str, seeds))}", "",
-             "Held-out pass@1 before -> after and the change in points (mean +- sd over seeds); best is the best "
+             "Held-out pass@1 before -> after and the change in points (mean ± sd over seeds; n/a with one seed); best is the best "
              "evaluated step; label acc. is the pseudo-label's accuracy against hidden labels over training "
              "(monitoring only); reward std and length are first -> last quarter of training; phi is the mean "
              "pairwise correctness correlation of the cohort at the last evaluation.", "",
@@ -155,8 +156,7 @@ def render_markdown(results: dict[str, Any]) -> str:
              "| reward acc. | reward std | length | phi | minutes |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
-    def pm(s: dict[str, float], scale: float = 1.0, fmt: str = ".3f") -> str:
-        return f"{s['mean'] * scale:{fmt}} +- {s['sd'] * scale:{fmt}}"
+    from corl.tools.claims import mean_sd as pm
 
     def trend(row: dict[str, Any], key: str) -> str:
         return f"{row[key][0]:.2f} -> {row[key][1]:.2f}" if key in row else "-"

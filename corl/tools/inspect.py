@@ -1,10 +1,20 @@
 """``corl eval`` and ``corl cohort``: build a run's components (models loaded, nothing trained) and
-score or compare its agents on the task."""
+score or compare its agents on the task.
+
+Both are read-only inspections: they attach no observer (neither ``run.observers`` nor an
+``[observers.NAME]`` table) and call no ``corl_on_*`` hook, so nothing is written into a run's
+folder and no tracker run is opened or appended to. An observer sees a whole run's lifecycle or
+nothing; an evaluation alone would be an ``eval_end`` without its ``run_start`` (a tracker with no
+client), and its step would clash with the training run's history. ``--json`` is the output to
+log (docs/data-and-evaluation.md shows how to add it to the run's W&B or MLflow run).
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import attrs
 
 from corl.errors import CorlError
 from corl.recipe.locate import resolve
@@ -33,9 +43,12 @@ def _build_for_inspection(args, extra: list[str]):
     elif run_dir is not None and not getattr(args, "base", False):
         final = run_dir / "checkpoints" / "final"
         for agent in data["agents"]:
-            if (final / agent["name"]).is_dir():  # the trained weights, read by the same agent type
+            # the trained weights, read by the same agent type (one that names a model; a plugin's may not)
+            if "model" in agent and (final / agent["name"]).is_dir():
                 agent.update(model=str(final / agent["name"]))
+    data.pop("observers", None)  # [observers.NAME] tables: not attached here, so their plugins need not be installed
     pm, spec = prepare(data, [*overrides, "run.observers=[]", "run.steps=0", *extra], source=source)
+    spec = attrs.evolve(spec, observers=())  # (a table added by --set is validated, then left out too)
     run = Run(spec, pm=pm)
     run.setup()
     return run
@@ -49,10 +62,11 @@ def cmd_eval(args) -> int:
     ev = run.spec.eval
     settings = {"prompts": len(run.eval_prompts), "k": ev.k, "temperature": ev.temperature,
                 "greedy": "temperature 0 (argmax), 1 sample",
-                "max_new_tokens": {s.name: getattr(s.sampler.config, "max_new_tokens", None) for s in run.agents},
-                "models": {s.agent.name: getattr(s.agent.config, "model", "?") for s in run.agents}}
+                "max_new_tokens": {s.name: getattr(getattr(s.sampler, "config", None), "max_new_tokens", None)
+                                   for s in run.agents},
+                "models": {s.name: getattr(getattr(s.agent, "config", None), "model", "?") for s in run.agents}}
     with run.verifier.armed():
-        results = run.evaluate(0)
+        results = run.evaluate(0, notify=False)
     cohort = run.cohorts.get(0)
     if args.json:
         print(json.dumps({"settings": settings, "results": results, "cohort": cohort}, indent=2))

@@ -264,7 +264,7 @@ def test_engine_sampling_uses_the_agents_stream(engines, task, cache_dir):
 
 def test_the_cores_version_ranges_admit_the_engines_pins():
     """vLLM 0.33 pins torch 2.14.0 and transformers <5.21, SGLang 0.5.23 torch 2.14.1 and transformers
-    5.19: `pip install co-rl corl-vllm` must resolve."""
+    5.19: `pip install . ./plugins/corl-vllm` must resolve."""
     import tomllib
     from pathlib import Path
 

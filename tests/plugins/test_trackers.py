@@ -164,6 +164,35 @@ def test_a_resumed_run_continues_the_same_wandb_run(tmp_path):
     assert sorted(wandb_history(records)["train/fake0/reward_mean"]) == [1, 2, 3, 4]
 
 
+def wandb_summary(records) -> dict:
+    """The run summary the transaction log leaves: its summary records' updates and removals, in order."""
+    summary = {}
+    for r in of(records, "summary"):
+        for item in r.update:
+            summary[item.key or "/".join(item.nested_key)] = json.loads(item.value_json)
+        for item in r.remove:
+            summary.pop(item.key or "/".join(item.nested_key), None)
+    return summary
+
+
+def test_the_wandb_summary_keeps_no_cohort_value_the_last_evaluation_left_undefined(tmp_path):
+    from types import SimpleNamespace
+
+    (tmp_path / "recipe.json").write_text('{"run": {"steps": 2}}')
+    view = SimpleNamespace(output_dir=tmp_path, start_step=0, spec=SimpleNamespace(run=SimpleNamespace(name="t")))
+    observer = corl_wandb.WandbObserver(corl_wandb.WandbConfig(mode="offline"))
+    observer.corl_on_run_start(view)
+    results = {"a": {"pass@1": 0.5}, "b": {"pass@1": 0.25}}
+    cohort = {"agents": ["a", "b"], "agreement": [[1.0, 0.5], [0.5, 1.0]], "phi": [[1.0, 0.3], [0.3, 1.0]],
+              "same_wrong": [[None, 0.2], [0.2, None]]}
+    observer.corl_on_eval_end(view, 0, results, cohort)
+    observer.corl_on_eval_end(view, 2, results, {**cohort, "phi": [[None, None], [None, None]]})  # b always wrong
+    observer.corl_on_run_end(view, {"agents": {}, "stop_reason": None})
+    summary = wandb_summary(wandb_records(tmp_path))
+    assert summary["cohort/agreement/a-b"] == 0.5 and summary["eval/a/pass@1"] == 0.5
+    assert "cohort/phi/a-b" not in summary  # not step 0's 0.3, shown as if it were the last evaluation's
+
+
 def test_a_bad_wandb_mode_is_one_line_naming_the_key(corl_run):
     with pytest.raises(ConfigError, match=r"observers\.wandb\.mode: invalid value 'cloud'; valid: '', 'online', "
                                           r"'offline', 'disabled'"):
@@ -259,3 +288,80 @@ def test_the_tracker_plugins_are_distributions_of_their_own(plugin):
     assert meta["entry-points"]["corl"] == {plugin.split("-")[1]: module}
     assert "co-rl" in {Requirement(r).name for r in meta["dependencies"]}
     assert (ROOT / "plugins" / plugin / "README.md").exists()
+
+
+# -- corl eval, corl cohort and corl report on a run that logged to both trackers -------------------
+
+#: The fake agents for the command line, and a recorder of every hook a command sends.
+INSPECTED = '''
+import json, os
+import corl
+from corl.testing.fakes import FakePlugin
+
+_fake = FakePlugin()
+
+
+@corl.hookimpl
+def corl_register_components(registry):
+    _fake.corl_register_components(registry)
+
+
+def _record(hook):
+    with open(os.environ["CORL_TEST_HOOKS"], "a") as f:
+        f.write(hook + "\\n")
+
+
+@corl.hookimpl
+def corl_on_run_start(run):
+    _record("corl_on_run_start")
+
+
+@corl.hookimpl
+def corl_on_eval_end(run, step, results, cohort):
+    _record("corl_on_eval_end")
+
+
+@corl.hookimpl
+def corl_on_run_end(run, summary):
+    _record("corl_on_run_end")
+'''
+
+
+def test_eval_cohort_and_report_of_a_tracked_run_attach_no_observer(corl_run, installed_plugin, monkeypatch,
+                                                                     tmp_path, capsys):
+    """Each command is read-only: every shipped observer (the built-ins, corl-wandb, corl-mlflow) sees a
+    whole run's lifecycle or nothing. Before, `corl eval` sent eval_end without run_start and each tracker
+    failed ("'NoneType' object has no attribute 'log_batch'")."""
+    import importlib.metadata
+
+    from corl.cli import main
+
+    for dist in ("corl-wandb", "corl-mlflow"):
+        try:
+            importlib.metadata.distribution(dist)
+        except importlib.metadata.PackageNotFoundError:
+            pytest.skip(f"{dist} is not installed (pip install ./plugins/{dist})")
+    _, out = corl_run(recipe(**{"observers.wandb.mode": "offline", "observers.mlflow.experiment": "inspected",
+                                "observers.early_stop.window": 2,
+                                "run.observers": ["console", "jsonl", "tensorboard", "checkpoint"]}),
+                      plugins=[corl_wandb, corl_mlflow])
+    before = {str(p.relative_to(out)): p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    hooks = tmp_path / "hooks.txt"
+    installed_plugin("corl-inspected-example", INSPECTED, entry_point="inspected")
+    monkeypatch.delenv("CORL_DISABLE_PLUGIN_AUTOLOAD")
+    monkeypatch.setenv("CORL_PLUGINS", "inspected,wandb,mlflow")
+    monkeypatch.setenv("CORL_TEST_HOOKS", str(hooks))
+    capsys.readouterr()  # (the training run's table)
+
+    assert main(["eval", str(out), "--json", "--k", "2", "--size", "8"]) == 0, capsys.readouterr().err
+    assert set(json.loads(capsys.readouterr().out)["results"]) == {"fake0", "fake1", "fake2"}
+    assert main(["eval", str(out), "--base", "--size", "8", "--set", "observers.wandb.mode=offline"]) == 0
+    assert main(["cohort", str(out), "--json", "--prompts", "8"]) == 0
+    assert main(["report", str(out)]) == 0
+    assert not hooks.exists()  # no hook at all: no eval_end without its run_start
+    after = {str(p.relative_to(out)): p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    assert {k: v for k, v in after.items() if not k.startswith("report/")} == before  # nothing written, but the report
+    assert len(of(wandb_records(out), "run")) == 1  # no second W&B run
+    client = mlflow_client(out)
+    (only,) = client.search_runs([client.get_experiment_by_name("inspected").experiment_id])
+    assert only.info.status == "FINISHED"  # the training run, untouched; no evaluation run beside it

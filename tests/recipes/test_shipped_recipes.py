@@ -47,8 +47,10 @@ def test_shipped_recipe_runs_end_to_end(name, tmp_path, cache_dir):
             assert 1 <= m["completion_length"] <= recipe["agents"][0]["sampler"]["max_new_tokens"]
             if name_ in frozen:  # a judge votes but is not trained
                 assert "grad_norm" not in m
-            else:
+            elif m["active_fraction"] > 0:  # an update without any learning signal measures nothing
                 assert m["entropy"] >= 0 and m["grad_norm"] >= 0 and 0 <= m["clip_frac"] <= 1
+            else:
+                assert not {"entropy", "grad_norm", "clip_frac", "loss"} & set(m)
     summary = json.loads((out_dir / "summary.json").read_text())
     for name_ in agents:
         for when in ("before", "after", "best"):
@@ -68,7 +70,7 @@ def test_shipped_recipe_runs_end_to_end(name, tmp_path, cache_dir):
             continue
         one, two = (load_file(ckpt / f"step-00000{k}" / "agents" / name_ / "model.safetensors") for k in (1, 2))
         changed = any(not (one[key] == two[key]).all() for key in one)
-        assert changed == (train[1]["agents"][name_]["grad_norm"] > 0), name_
+        assert changed == (train[1]["agents"][name_].get("grad_norm", 0) > 0), name_
     # (no "some agent moved" check: two prompts can give every sample one reward, hence no signal and
     # rightly no update; the equality above already fails when a gradient does not move the weights)
 
@@ -77,11 +79,13 @@ def test_shipped_recipe_runs_end_to_end(name, tmp_path, cache_dir):
     events = EventAccumulator(str(out_dir / "tensorboard"))
     events.Reload()
     tags = set(events.Tags()["scalars"])
-    for metric in ("reward_mean", "reward_std", "label_share", "label_accuracy", "completion_length", "entropy",
-                   "loss", "kl", "grad_norm", "clip_frac"):
-        assert f"train/{agents[0]}/{metric}" in tags
+    # every metric a step measured, and only those (kl only with a reference model, kl > 0)
+    for record in train:
+        for metric in record["agents"][agents[0]]:
+            assert f"train/{agents[0]}/{metric}" in tags
+    assert not any(t.endswith("/kl") for t in tags) or any(a["optimizer"].get("kl", 0) > 0 for a in recipe["agents"])
     assert f"eval/{agents[-1]}/pass@1" in tags
-    assert len(events.Scalars(f"train/{agents[0]}/loss")) == 2
+    assert len(events.Scalars(f"train/{agents[0]}/reward_mean")) == 2
 
 
 def test_recipes_cli_lists_and_copies(tmp_path):

@@ -201,3 +201,26 @@ def test_every_plugin_declares_what_it_imports(plugin):
     problems = [f"{module} ({where})" for module, (lazy, where) in third_party_imports(folder).items()
                 if module not in own and _distribution(module) not in required | core | (extras if lazy else set())]
     assert not problems, f"{plugin} imports undeclared modules: {problems}"
+
+
+#: The plugin distributions of the tree; none is on the package index (yet).
+TREE_PLUGINS = {tomllib.loads(p.read_text())["project"]["name"]: p.parent
+                for p in ROOT.glob("plugins/*/pyproject.toml")}
+
+
+def test_plugins_are_installed_from_the_tree_where_the_docs_say_how():
+    """`pip install corl-wandb` fails (it is not published): every install line names the plugin's
+    folder in the checkout, and that folder holds the distribution it names."""
+    assert {"corl-wandb", "corl-mlflow", "corl-vllm", "corl-sglang"} <= set(TREE_PLUGINS)
+    bad = []
+    for path in TEXT_FILES:
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if set(_pip_targets(line)) & set(TREE_PLUGINS):
+                bad.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+            for folder in re.findall(r"pip install [^`;&|#\n]*?\./(plugins/[\w-]+)", line):
+                if not (ROOT / folder / "pyproject.toml").exists():
+                    bad.append(f"{path.relative_to(ROOT)}:{n}: no distribution in {folder}")
+    assert not bad, "install lines for plugins that are not on the package index:\n" + "\n".join(bad)
+    readme = (ROOT / "README.md").read_text()
+    for name in ("corl-wandb", "corl-mlflow"):
+        assert f"pip install ./plugins/{name}" in readme

@@ -40,8 +40,16 @@ def make_vision_sampler(config: HFSamplerConfig, ctx=None):
     return VisionSampler(config, ctx)
 
 
-# Traits (corl.protocols.AgentTraits): validation refuses a zoo: model on a task without a seed split.
+def preview(config: HFAgentConfig, ctx, prompts):
+    from corl.builtin.hf.preview import rendered
+
+    return rendered(config, ctx, prompts)
+
+
+# Traits (corl.protocols.AgentTraits): validation refuses a zoo: model on a task without a seed split;
+# `corl data preview` renders a text agent's prompts from its tokenizer alone.
 make_agent.check = zoo_needs_seed
+make_agent.preview = preview
 make_vision_agent.check = zoo_needs_seed
 
 

@@ -106,28 +106,33 @@ class HFAgent:
         self.model.eval()  # no dropout: training log-probs must match sampling ones
         self.reference = None
 
-    def encode(self, texts: Sequence[str]):
-        """Tokenize prompts, left-padded, in this agent's prompt format (corl.builtin.hf.prompts)."""
-        cfg = self.config
-        texts, special = format_prompts(self.tokenizer, texts, cfg.prompt_format, cfg.prompt_template,
-                                        cfg.system_prompt, who=f"agent {self.name!r}")
+    def encode(self, prompts: Sequence[str | Prompt]):
+        """Tokenize prompts (texts, or :class:`~corl.types.Prompt` objects, whose conversation a chat format
+        renders as it is), left-padded, in this agent's prompt format (corl.builtin.hf.prompts)."""
+        texts, special = self.render(prompts)
         return self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=special)
+
+    def render(self, prompts: Sequence[str | Prompt]) -> tuple[list[str], bool]:
+        """The exact strings this agent tokenizes for ``prompts`` and whether BOS is added (``corl data preview``)."""
+        cfg = self.config
+        return format_prompts(self.tokenizer, prompts, cfg.prompt_format, cfg.prompt_template, cfg.system_prompt,
+                              who=f"agent {self.name!r}")
 
     def token_counts(self, prompts: Sequence[Prompt], limit: int | None = None) -> list[int]:
         """Each prompt's length in tokens, as :meth:`encode` makes it (no padding). With ``limit``, a
         prompt surely longer than that is counted only so far (``capped_texts``): its count is > limit."""
         texts = [p.text for p in prompts]
-        capped = capped_texts(self.tokenizer, texts, limit)
+        # a conversation is counted whole (rendered turns); a plain text may be cut short of a huge size first
+        capped = [p if p.messages else t for p, t in zip(prompts, capped_texts(self.tokenizer, texts, limit))]
         counts = self._count(capped)
-        unsure = [i for i, (c, t) in enumerate(zip(capped, texts)) if len(c) < len(t) and counts[i] <= limit]
+        unsure = [i for i, (c, t) in enumerate(zip(capped, texts)) if isinstance(c, str) and len(c) < len(t)
+                  and counts[i] <= limit]
         for i, n in zip(unsure, self._count([texts[i] for i in unsure]) if unsure else ()):
             counts[i] = n  # a tokenizer whose tokens span more than its vocabulary says (an unknown-word token)
         return counts
 
-    def _count(self, texts: Sequence[str]) -> list[int]:
-        cfg = self.config
-        texts, special = format_prompts(self.tokenizer, texts, cfg.prompt_format, cfg.prompt_template,
-                                        cfg.system_prompt, who=f"agent {self.name!r}")
+    def _count(self, prompts: Sequence[str | Prompt]) -> list[int]:
+        texts, special = self.render(prompts)
         return [len(ids) for ids in self.tokenizer(texts, add_special_tokens=special)["input_ids"]]
 
     def parameters(self):

@@ -290,7 +290,7 @@ class ColocatedSampler:
 
 def encode_prompts(agent, prompts: Sequence[Prompt]) -> list[list[int]]:
     """Each prompt's token ids, exactly as the agent encodes them for itself (chat template included)."""
-    enc = agent.encode([p.text for p in prompts])
+    enc = agent.encode(prompts)
     return [ids[mask.bool()].tolist() for ids, mask in zip(enc["input_ids"], enc["attention_mask"])]
 
 

@@ -1,7 +1,12 @@
 """Per-agent prompt formats: the same task text reaches every agent, each in its own format.
 
 * ``chat``: the text (through ``prompt_template``) as one user turn, with an optional system turn,
-  rendered by the tokenizer's chat template with the generation prompt (instruct models).
+  rendered by the tokenizer's chat template with the generation prompt (instruct models). A
+  conversational row (:attr:`corl.types.Prompt.messages`) is rendered as TRL's
+  ``maybe_apply_chat_template`` renders it: its own turns passed to the template as they are, with
+  ``add_generation_prompt``; ``prompt_template`` fills its last user turn and ``system_prompt`` is
+  added only when the row has no system turn of its own. The template alone decides what else to
+  write (a default system prompt of its own when it is given none, as under TRL).
 * ``raw``: ``prompt_template`` filled with the text, as plain text (base models; the template may
   hold few-shot examples, e.g. ``"Question: 2+3?\\nAnswer: 5\\n\\nQuestion: {prompt}\\nAnswer:"``).
 * ``auto``: chat when the tokenizer has a chat template, else raw.
@@ -13,6 +18,7 @@ import string
 from collections.abc import Sequence
 
 from corl.errors import CorlError
+from corl.types import Prompt
 
 
 def check_template(instance, attribute, value: str) -> None:
@@ -29,21 +35,38 @@ def uses_chat(tokenizer, prompt_format: str) -> bool:
     return prompt_format == "chat" or (prompt_format == "auto" and bool(tokenizer.chat_template))
 
 
-def format_prompts(tokenizer, texts: Sequence[str], prompt_format: str = "auto", template: str = "{prompt}",
-                   system: str | None = None, who: str = "agent") -> tuple[list[str], bool]:
-    """The strings to tokenize and whether the tokenizer should add its special tokens (BOS).
-
-    A chat template writes its own BOS, so chat strings are tokenized without special tokens.
-    """
-    filled = [template.format(prompt=t) for t in texts]
+def format_prompts(tokenizer, prompts: Sequence[str | Prompt], prompt_format: str = "auto",
+                   template: str = "{prompt}", system: str | None = None,
+                   who: str = "agent") -> tuple[list[str], bool]:
+    """The strings to tokenize (one per prompt: a text, or a :class:`~corl.types.Prompt` whose
+    conversation a chat-format agent renders) and whether the tokenizer should add its special
+    tokens (BOS). A chat template writes its own BOS, so chat strings are tokenized without them."""
     if not uses_chat(tokenizer, prompt_format):
-        return filled, True
+        return [template.format(prompt=_text(p)) for p in prompts], True
     if not tokenizer.chat_template:
         raise CorlError(f"{who}: prompt_format = 'chat' but the tokenizer has no chat template; "
                         "use prompt_format = 'raw' with a prompt_template")
-    head = [{"role": "system", "content": system}] if system else []
-    return [tokenizer.apply_chat_template([*head, {"role": "user", "content": t}], tokenize=False,
-                                          add_generation_prompt=True) for t in filled], False
+    return [tokenizer.apply_chat_template(chat_messages(p, template, system), tokenize=False,
+                                          add_generation_prompt=True) for p in prompts], False
+
+
+def chat_messages(prompt: str | Prompt, template: str = "{prompt}", system: str | None = None) -> list[dict[str, str]]:
+    """The messages a chat template gets for ``prompt``: a row's own conversation as it is (its last
+    user turn through ``template``; ``system`` only when it has no system turn), else the text as one
+    user turn after ``system``."""
+    turns = list(getattr(prompt, "messages", ()) or ())
+    if not turns:
+        head = [{"role": "system", "content": system}] if system else []
+        return [*head, {"role": "user", "content": template.format(prompt=_text(prompt))}]
+    *before, (role, last) = turns
+    messages = [{"role": r, "content": c} for r, c in before] + [{"role": role, "content": template.format(prompt=last)}]
+    if system and not any(r == "system" for r, _ in turns):
+        messages.insert(0, {"role": "system", "content": system})
+    return messages
+
+
+def _text(prompt: str | Prompt) -> str:
+    return prompt if isinstance(prompt, str) else prompt.text
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> str:

@@ -34,7 +34,7 @@ class HFSampler:
 
         cfg, tok, model = self.config, agent.tokenizer, agent.model
         temp = 1.0 if greedy else (temperature or cfg.temperature)
-        enc = agent.encode([p.text for p in prompts]).to(agent.device)
+        enc = agent.encode(prompts).to(agent.device)
         eos, pad = tok.eos_token_id, tok.pad_token_id
         shape = [] if greedy else warpers(cfg)
         stop = self._stop_at(tok) if cfg.stop else None

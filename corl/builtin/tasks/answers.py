@@ -3,14 +3,19 @@
 Final answers in free-form completions and in data sets' answer fields: find them the way
 benchmarks state them, and compare them.
 
-``extract_answer`` (a completion) and ``extract_label`` (a data set's answer field) try, in order:
-the last ``\\boxed{...}`` / ``\\fbox{...}``, GSM8K's ``#### 42``, "The answer is ..." /
-"Answer: ...". Without any marker, a text that is an answer on its own is taken whole (MATH-500's
+``extract_answer`` (a completion) and ``extract_label`` (a data set's answer field) read the text
+after a reasoning model's last ``</think>`` (when anything follows it), then try, in order: the
+last ``<answer>...</answer>``, the last ``\\boxed{...}`` / ``\\fbox{...}``, GSM8K's ``#### 42``,
+"The answer is ..." / "Answer: ...". Without any marker, a text that is an answer on its own is taken whole (MATH-500's
 ``\\frac{1}{2}``, ``(3, 4)``, ``[2, 5)``, ``\\{1, 2\\}``, ``2^{10}``; for a label also a word or
 short phrase, ``Evelyn``); otherwise the last stretch of mathematics in the prose (``we get
-2\\sqrt{3}.`` -> ``2\\sqrt{3}``). Plain numbers take an exact fast path; anything else must parse
-with math-verify. ``MathVerifier`` compares answers: exact strings, exact rationals, text answers
-as words, then math-verify (symbolic, slow, time-bounded).
+2\\sqrt{3}.`` -> ``2\\sqrt{3}``): the *fallback*, which :func:`extract_label_path` names so that a
+data set's doubtful labels can be reported. Plain numbers take an exact fast path; anything else
+must parse with math-verify. A number's units and currency go (``42 dollars``, ``USD 42``, ``€42``:
+``42``); a percent stays for math-verify, which takes ``42%`` as 42 and as 0.42. Non-answers
+(``N/A``, ``I do not know``, ``See solution``) are never answers or labels. ``MathVerifier``
+compares answers: exact strings, exact rationals, text answers as words, then math-verify
+(symbolic, slow, time-bounded).
 """
 
 from __future__ import annotations
@@ -44,6 +49,22 @@ _WORD = re.compile(r"[A-Za-z]{2,}")
 _PHRASE = re.compile(r"[A-Za-z][A-Za-z'-]*(?: [A-Za-z][A-Za-z'-]*){0,5}")
 _PROSE_WORD = re.compile(r"[A-Za-z]+(?:['-][A-Za-z]+)*")
 _MATHS = re.compile(r"[\d\\=+\-*/^_<>|()\[\]{}]")
+_THINK_END = re.compile(r"</think\s*>", re.IGNORECASE)
+_ANSWER_TAG = re.compile(r"<answer\s*>(.*?)</answer\s*>", re.IGNORECASE | re.DOTALL)
+_ANSWER_OPEN = re.compile(r"<answer\s*>", re.IGNORECASE)
+# A number with its currency and units: "$42", "USD 42", "42 dollars", "42 square feet", "€ 1,000.50".
+_CURRENCY = r"(?:\\?\$|€|£|¥|₹|(?:USD|EUR|GBP|US\$)\s?)"
+_UNIT_WORD = r"[A-Za-z]{2,}\.?"
+_WITH_UNITS = re.compile(rf"{_CURRENCY}?\s*(?P<number>-?(?:\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.\d+)?|-?\.\d+)\s*"
+                         rf"(?P<units>{_UNIT_WORD}(?:[\s-]+{_UNIT_WORD}){{0,3}})?")
+# Words after a number that are mathematics, not units: "2 pi", "3 sqrt 2"
+_MATH_WORDS = {"pi", "sqrt", "times", "over", "plus", "minus", "squared", "cubed", "and", "or", "to", "of", "mod",
+               "divided", "by", "is", "are", "equals", "degrees"}
+_PERCENT_WORDS = ("percent", "per cent", "pct")
+#: what a data set or a model writes for "no answer here": never an answer, never a label
+NON_ANSWERS = {"n/a", "na", "none given", "no answer", "not applicable", "unknown", "unanswerable", "i do not know",
+               "i don't know", "i dont know", "idk", "see solution", "see the solution", "see above", "see below",
+               "see explanation", "tbd", "?", "-", "--", "..."}
 _ENGLISH_LETTERS = ("a", "A", "I")  # one-letter chunks of prose that are words, not variables
 
 
@@ -74,14 +95,43 @@ def _clean(answer: str) -> str:
     m = _TEXT.fullmatch(s)
     if m:  # \text{(B)} on its own; a unit after a number ("5\text{ cm}") is left alone
         s = m.group(1).strip()
+    s = _without_units(s)
     if _THOUSANDS.fullmatch(s):
         s = s.replace(",", "")
     return s
 
 
+def _without_units(s: str) -> str:
+    """``42 dollars``, ``USD 42``, ``€42``: the number alone; ``42 percent`` is ``42%``. Words that are
+    mathematics (``2 pi``) stay, as does anything that is not a number with units."""
+    m = _WITH_UNITS.fullmatch(s)
+    if m is None or m.group(0).strip() == m.group("number"):
+        return s
+    units = (m.group("units") or "").lower()
+    if units in _PERCENT_WORDS:
+        return m.group("number") + "%"
+    if any(w.rstrip(".") in _MATH_WORDS for w in re.split(r"[\s-]+", units) if w):
+        return s
+    return m.group("number")
+
+
+def is_non_answer(text: str) -> bool:
+    """``N/A``, ``I do not know``, ``See solution``: a text that says there is no answer."""
+    return " ".join(text.strip().strip(".!*").split()).casefold() in NON_ANSWERS
+
+
+def _final_part(text: str) -> str:
+    """What a reasoning model states after its thinking: the text after the last ``</think>`` when
+    anything follows it (else the whole text: the thinking is all there is)."""
+    ends = list(_THINK_END.finditer(text))
+    if ends and text[ends[-1].end():].strip():
+        return text[ends[-1].end():]
+    return text
+
+
 def _marked(text: str):
-    """What each marker states, in order of trust; later ones only matter when earlier ones fail.
-    The last item is the text left to search when no marker gave an answer (a truncated
+    """What each marker states, with its path, in order of trust; later ones only matter when earlier
+    ones fail. The last item is the text left to search when no marker gave an answer (a truncated
     ``\\boxed{`` and everything after it removed)."""
     boxed = [(m.start(), m.group(1)) for m in _BOXED_BARE.finditer(text)]
     for m in _BOXED.finditer(text):
@@ -94,15 +144,15 @@ def _marked(text: str):
             break
     found = bool(boxed)
     if boxed:
-        yield max(boxed)[1]
+        yield max(boxed)[1], "boxed"
     hashes = _HASHES.findall(text)
     if hashes:
         found = True
-        yield hashes[-1]
+        yield hashes[-1], "hashes"
     anchors = list(_ANSWER_IS.finditer(text))  # the last anchor: "Answer: the final answer is 7"
     if anchors:
         found = True
-        yield _SENTENCE.match(text, anchors[-1].end()).group(1)
+        yield _SENTENCE.match(text, anchors[-1].end()).group(1), "answer_is"
     yield found, text
 
 
@@ -199,30 +249,60 @@ def _confirmed(answer: str, seconds: int | None) -> str | None:
     return _clean(numbers[-1]) if numbers else None
 
 
-def _extract(text: str, words: bool, seconds: int | None) -> str | None:
+#: How an answer was found (:func:`extract_label_path`): a marker, the text alone, or the fallback.
+PATHS = {"tag": "<answer> tag", "boxed": "\\boxed{}", "hashes": "#### line", "answer_is": '"The answer is" / "Answer:"',
+         "whole": "the text alone", "fallback": "fallback: the last mathematics in the text",
+         "none": "no answer: the text says there is none (N/A, I do not know, See solution)"}
+
+
+def _extract(text: str, words: bool, seconds: int | None) -> tuple[str | None, str | None]:
+    """The answer and the path that found it (a key of :data:`PATHS`), ``(None, "none")`` for a text
+    that says there is no answer, else ``(None, None)``."""
+    text = _final_part(text)
+    tags = _ANSWER_TAG.findall(text)
+    if tags:  # a stated answer: words count ("<answer>Paris</answer>"); markers inside it still apply
+        answer, path = _extract(tags[-1], True, seconds)
+        return (answer, "tag") if answer is not None else (None, path)
+    opened = _ANSWER_OPEN.search(text)
+    if opened:  # truncated inside its answer tag: what it began to answer is no answer
+        text = text[: opened.start()]
+    if is_non_answer(text):
+        return None, "none"
     *marked, (found, rest) = _marked(text)
-    for candidate in marked:
+    for candidate, path in marked:
         answer = _clean(candidate)
         if answer:
-            return answer
+            return (None, "none") if is_non_answer(answer) else (answer, path)
     whole = _clean(rest)
     if not found and _is_answer_alone(whole, words):
         if words and _PHRASE.fullmatch(whole) and _WORD.search(whole):
-            return whole  # a text answer ("Evelyn")
-        return whole if words else _confirmed(_last_equation_side(whole), seconds)
+            return (None, "none") if is_non_answer(whole) else (whole, "whole")  # a text answer ("Evelyn")
+        if words:
+            return whole, "whole"
+        side = _last_equation_side(whole)
+        answer = _confirmed(side, seconds)
+        return answer, (None if answer is None else "whole" if answer == side else "fallback")
     span = _last_maths(rest)
-    return _confirmed(_clean(span), seconds) if span else None
+    answer = _confirmed(_clean(span), seconds) if span else None
+    return answer, (None if answer is None else "fallback")
 
 
 def extract_answer(text: str, timeout: int | None = 2) -> str | None:
     """The answer a completion states, normalized (see the module doc for the formats), or None.
     ``timeout``: seconds per math-verify parse (None: no bound; off the main thread it must be None)."""
-    return _extract(text, False, timeout)
+    return _extract(text, False, timeout)[0]
 
 
 def extract_label(text: str, timeout: int | None = 2) -> str | None:
     """The reference answer a data set's answer field holds: a worked solution with a marker, or
     the answer alone (``\\frac{1}{2}``, ``(3, 4)``, ``\\text{Evelyn}``, ``Evelyn``), taken whole."""
+    return _extract(text, True, timeout)[0]
+
+
+def extract_label_path(text: str, timeout: int | None = 2) -> tuple[str | None, str | None]:
+    """:func:`extract_label` and how it was found: a key of :data:`PATHS` (``"fallback"`` when no
+    marker stated it and the text was not an answer on its own), ``(None, "none")`` for a text that
+    says there is no answer, else ``(None, None)``."""
     return _extract(text, True, timeout)
 
 
@@ -282,6 +362,10 @@ class MathVerifier:
         """A data set's reference answer (:func:`extract_label`)."""
         return extract_label(text, self._seconds())
 
+    def label_path(self, text: str) -> tuple[Hashable | None, str | None]:
+        """The reference answer and how it was found (:func:`extract_label_path`)."""
+        return extract_label_path(text, self._seconds())
+
     def equivalent(self, a: Hashable, b: Hashable) -> bool:
         if a == b:
             return True
@@ -333,6 +417,10 @@ class IntegerVerifier:
 
     def label(self, text: str) -> Hashable | None:
         return self.extract(text)
+
+    def label_path(self, text: str) -> tuple[Hashable | None, str | None]:
+        label = self.extract(text)
+        return label, None if label is None else "whole"
 
     def equivalent(self, a: Hashable, b: Hashable) -> bool:
         return a == b

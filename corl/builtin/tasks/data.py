@@ -11,8 +11,17 @@ from typing import Any, Literal
 
 import attrs
 
-from corl.builtin.tasks.answers import IntegerVerifier, MathVerifier
-from corl.builtin.tasks.fields import FieldError, MissingField, answer_text, is_messages, lookup, prompt_text
+from corl import logs
+from corl.builtin.tasks import extractors
+from corl.builtin.tasks.fields import (
+    FieldError,
+    MissingField,
+    answer_text,
+    is_messages,
+    lookup,
+    prompt_messages,
+    prompt_text,
+)
 from corl.builtin.tasks.fields import short as _short
 from corl.errors import CorlError
 from corl.plugins import hookimpl
@@ -34,12 +43,18 @@ def _template(instance, attribute, value: str) -> None:
 class DataConfig:
     train: str = attrs.field(metadata={
         "help": "unlabeled training prompts: .jsonl, .parquet, or a folder saved by `datasets` save_to_disk "
-                "(DIR or DIR::SPLIT); relative to the recipe file; labels, if any, are used only for monitoring"})
-    eval: str | None = attrs.field(default=None, metadata={"help": "labeled held-out prompts for evaluation"})
-    seed: str | None = attrs.field(default=None, metadata={"help": "labeled prompts for warm-starting zoo models"})
+                "(DIR or DIR::SPLIT); a relative path is relative to the recipe file, not the working directory "
+                "(run.output_dir is); labels, if any, are used only for monitoring"})
+    eval: str | None = attrs.field(default=None, metadata={
+        "help": "labeled held-out prompts for evaluation (a file or saved dataset as for train; relative to the "
+                "recipe file)"})
+    seed: str | None = attrs.field(default=None, metadata={
+        "help": "labeled prompts for warm-starting zoo models (as for train; relative to the recipe file)"})
     prompt_field: str = attrs.field(default="question", metadata={
         "help": "the field holding the prompt: text, or a list of chat messages (`messages`, TRL's and verl's "
-                "`prompt`: the last user turn, system turns prepended); a dotted path reaches into tables"})
+                "`prompt`), up to the last user turn: a chat-format agent renders them with its chat template as "
+                "they are (system turns kept, as TRL does), others read the last user turn with the system turns "
+                "prepended; a dotted path reaches into tables"})
     answer_field: str = attrs.field(default="answer", metadata={
         "help": "the field holding the reference answer: a worked solution ending in '#### 42' or \\boxed{}, the "
                 "answer alone (\\frac{1}{2}), or a list of chat messages (the last assistant turn); a dotted path "
@@ -49,11 +64,15 @@ class DataConfig:
                 "for vision-language agents"})
     template: str = attrs.field(default="{prompt}", validator=_template, metadata={
         "help": "prompt text shown to the model: a Python format string with {prompt}"})
-    answers: Literal["math", "integer"] = attrs.field(default="math", metadata={
-        "help": "math: \\boxed{}, '#### N', 'The answer is', else the answer alone or the last mathematics in the "
-                "text, compared with math-verify; integer: the whole completion is an integer"})
+    answers: str = attrs.field(default="math", validator=extractors.check, metadata={"help": extractors.HELP})
     on_bad_row: Literal["error", "skip"] = attrs.field(default="error", metadata={
         "help": "a malformed row stops the run (error) or is skipped and counted (skip)"})
+    fallback_labels: Literal["drop", "keep"] = attrs.field(default="drop", metadata={
+        "help": "rows whose label the answer field states only by the extractor's fallback (no marker, not an "
+                "answer alone: the last number of 'I do not know 5 things', a GSM8K solution without its '####' "
+                "line), or that hold no answer (N/A, I do not know, See solution): drop drops them; keep keeps the "
+                "fallback labels (a row with no answer is never labeled: kept only in train, unlabeled); either way "
+                "each file's count and first rows are reported"})
     limit: int = attrs.field(default=0, validator=attrs.validators.ge(0),
                              metadata={"help": "read at most this many prompts of each file (0: all)"})
 
@@ -62,25 +81,61 @@ class _BadRow(Exception):
     pass
 
 
+class _Doubtful(Exception):
+    """A row left out for its label (``fallback_labels``); already recorded."""
+
+
 class DataTask:
-    """Splits read from the files the recipe names; ``skipped[split]`` counts rows skipped as bad."""
+    """Splits read from the files the recipe names; ``skipped[split]`` counts rows skipped as bad,
+    ``doubtful[split]`` the rows whose label came only by the extractor's fallback or that hold no
+    answer (``(line, answer text, label, path)``), ``label_paths[prompt id]`` how each label was found."""
 
     def __init__(self, config: DataConfig, ctx=None):
+        self._read(config, ctx)
+
+    def _read(self, config: DataConfig, ctx, max_rows: int = 0, splits: tuple[str, ...] = SPLITS) -> None:
+        """Read ``splits`` (at most ``max_rows`` rows of each file: 0, all)."""
         self.config = config
-        self.verifier = MathVerifier() if config.answers == "math" else IntegerVerifier()
+        self.verifier = extractors.verifier_for(config.answers)
         self.skipped: dict[str, int] = {}
+        self.doubtful: dict[str, list[tuple[int, str, Any, str]]] = {}
+        self.dropped: dict[str, int] = {}
+        self.label_paths: dict[str, str | None] = {}
+        self.rows_read: dict[str, int] = {}
         log = getattr(ctx, "log", None) or print
         source = str(getattr(getattr(ctx, "spec", None), "source", "") or "")
         # A recipe given as a table ("<recipe>") has no folder of its own.
         base = Path(source).parent if source and not source.startswith("<") else Path.cwd()
-        paths = {split: base / Path(getattr(config, split)).expanduser() for split in SPLITS
+        paths = {split: base / Path(getattr(config, split)).expanduser() for split in splits
                  if getattr(config, split) is not None}
-        self._splits = {split: self._load(split, paths[split], log) if split in paths else () for split in SPLITS}
-        if not self._splits["train"]:
-            raise CorlError(f"task.train: {_show(paths['train'])} has no prompts")
+        self._splits = {split: self._load(split, paths[split], log, max_rows) if split in paths else ()
+                        for split in SPLITS}
+        # (reading only the first rows, the file may hold prompts further on)
+        if "train" in splits and not self._splits["train"] and not (max_rows and self.rows_read["train"] >= max_rows):
+            dropped = self.dropped.get("train")
+            why = (f" ({dropped} rows dropped for their labels: task.fallback_labels = \"keep\" keeps those "
+                   "labeled by the fallback)" if dropped else "")
+            raise CorlError(f"task.train: {_show(paths['train'])} has no prompts{why}")
 
     def split(self, name: str) -> tuple[Prompt, ...]:
         return self._splits[name]
+
+    @staticmethod
+    def check_data(config: DataConfig, source: str, rows: int) -> list[str]:
+        """A trait (:class:`corl.protocols.TaskTraits`, ``corl validate``): the first ``rows`` rows of each
+        file, read as the run reads them; one line per file that fails, as the run words it."""
+        from types import SimpleNamespace
+
+        ctx = SimpleNamespace(spec=SimpleNamespace(source=source), log=logs.get("data").info)
+        problems = []
+        for split in SPLITS:
+            if getattr(config, split) is None:
+                continue
+            try:
+                DataTask.__new__(DataTask)._read(config, ctx, max_rows=rows, splits=(split,))
+            except CorlError as exc:
+                problems.append(str(exc))
+        return problems
 
     @staticmethod
     def missing_split(config: DataConfig, split: str) -> str | None:
@@ -89,26 +144,51 @@ class DataTask:
             return f'task.{split} = "FILE" (labeled rows)'
         return None
 
-    def _load(self, split: str, path: Path, log) -> tuple[Prompt, ...]:
+    def _load(self, split: str, path: Path, log, max_rows: int = 0) -> tuple[Prompt, ...]:
         on_disk = Path(str(path).partition("::")[0])
         if not on_disk.exists():
             raise CorlError(f"task.{split}: no such file: {_show(on_disk)}")
-        prompts, skipped, first = [], 0, ""
+        prompts, skipped, first, read = [], 0, "", 0
         self._folder = on_disk.parent if on_disk.is_file() else on_disk  # images are relative to the data
-        for line, row in _rows(split, path):
+        self.doubtful[split], self.dropped[split] = [], 0
+        for line, row in _rows(split, path, getattr(self.config, split)):
+            read += 1
             try:
                 prompts.append(self._prompt(split, line, row, _origin(path, line)))
+            except _Doubtful:
+                self.dropped[split] += 1
             except _BadRow as exc:
                 message = f"{_show(path)}:{line}: {exc}"
                 if self.config.on_bad_row == "error":
                     raise CorlError(message) from None
                 skipped, first = skipped + 1, first or message
-            if self.config.limit and len(prompts) >= self.config.limit:
+            if self.config.limit and len(prompts) >= self.config.limit or max_rows and read >= max_rows:
                 break
+        self.rows_read[split] = read
         if skipped:
             self.skipped[split] = skipped
             log(f"task.{split}: skipped {skipped} bad rows (on_bad_row = \"skip\"); first: {first}")
+        if self.doubtful[split]:
+            log(self._doubtful_report(split, path, read))
         return tuple(prompts)
+
+    def _doubtful_report(self, split: str, path: Path, read: int) -> str:
+        """One line: how many rows of the file have a doubtful label, what became of them, the first few."""
+        rows, c = self.doubtful[split], self.config
+        fallback = sum(path_ == "fallback" for *_, path_ in rows)
+        parts = [f"{fallback} labeled only by the fallback (the last mathematics in field {c.answer_field!r}: "
+                 "no <answer>, \\boxed{}, '####' or 'The answer is')" if fallback else "",
+                 f"{len(rows) - fallback} with no answer (N/A, I do not know, ...)" if len(rows) > fallback else ""]
+        fate = ("dropped (task.fallback_labels = \"drop\"; \"keep\" keeps the fallback labels)"
+                if c.fallback_labels == "drop" else
+                "fallback labels kept (task.fallback_labels = \"keep\")"
+                + (", rows with no answer dropped" if split != "train" and len(rows) > fallback else
+                   ", rows with no answer kept unlabeled" if len(rows) > fallback else ""))
+        first = ", ".join(f"{line} {_short(text, 40)} -> {label if label is not None else 'no label'}"
+                          for line, text, label, _ in rows[:3])
+        where = "line" if path.suffix.lower() == ".jsonl" else "row"
+        return (f"task.{split}: {_show(path)}: {len(rows)} of {read} rows have doubtful labels: "
+                f"{'; '.join(p for p in parts if p)}; {fate}; first, by {where}: {first}")
 
     def _prompt(self, split: str, line: int, row: Any, origin: str) -> Prompt:
         c = self.config
@@ -119,6 +199,7 @@ class DataTask:
         try:
             value = lookup(row, c.prompt_field)
             text = "" if value is None else prompt_text(value, c.prompt_field)
+            messages = prompt_messages(value, c.prompt_field)
         except FieldError as exc:
             raise _BadRow(str(exc)) from None
         if not text.strip():
@@ -131,16 +212,32 @@ class DataTask:
             raw, answer, fields = None, None, exc.available
         except FieldError as exc:
             raise _BadRow(str(exc)) from None
-        label = self.verifier.label(answer) if answer is not None else None
+        label, path = _label_path(self.verifier, answer) if answer is not None else (None, None)
+        if path in ("fallback", "none"):  # a doubtful label: reported per file, dropped or kept (fallback_labels)
+            self.doubtful[split].append((line, answer, label, path))
+            if c.fallback_labels == "drop" or (path == "none" and split != "train"):
+                raise _Doubtful()
         if label is None and split != "train":  # seed and eval exist to be scored against
             if answer is None and is_messages(raw):
                 raise _BadRow(f"field {c.answer_field!r} has no assistant turn; {split} rows need answers")
             if answer is None:
                 raise _BadRow(f"missing field {c.answer_field!r}; {split} rows need answers ({fields})")
-            raise _BadRow(f"no {c.answers} answer found in field {c.answer_field!r}: {_short(answer)}")
+            kind = "integer" if c.answers == "integer" else "math"  # (labels are read as math for tag: and regex:)
+            raise _BadRow(f"no {kind} answer found in field {c.answer_field!r}: {_short(answer)}")
         images = _images(row, c.image_field, self._folder) if c.image_field else ()
+        self.label_paths[f"{split}-{line}"] = path
+        if messages:  # the template fills the last user turn, the one the row asks
+            *before, (role, last) = messages
+            messages = (*before, (role, c.template.format(prompt=last)))
         return Prompt(id=f"{split}-{line}", text=c.template.format(prompt=text), label=label, images=images,
-                      origin=origin)
+                      origin=origin, messages=messages)
+
+
+def _label_path(verifier: Any, answer: str) -> tuple[Any, str | None]:
+    """A label and how the verifier found it (a verifier without ``label_path``: no path)."""
+    if hasattr(verifier, "label_path"):
+        return verifier.label_path(answer)
+    return verifier.label(answer), None
 
 
 def _images(row: dict, field: str, folder: Path) -> tuple[Any, ...]:
@@ -171,11 +268,11 @@ def _images(row: dict, field: str, folder: Path) -> tuple[Any, ...]:
     return tuple(paths)
 
 
-def _rows(split: str, path: Path) -> Iterator[tuple[int, Any]]:
+def _rows(split: str, path: Path, given: str | None = None) -> Iterator[tuple[int, Any]]:
     """(line or row number, row) pairs; a line that is not JSON comes as a :class:`_BadRow`."""
     suffix = path.suffix.lower()
     if path.is_dir() or "::" in path.name:
-        yield from _saved_dataset(split, path)
+        yield from _saved_dataset(split, path, given)
     elif suffix == ".jsonl":
         try:
             f = path.open("rb")  # bytes, so that a bad encoding is one bad line, named by its number
@@ -213,9 +310,10 @@ def _rows(split: str, path: Path) -> Iterator[tuple[int, Any]]:
                         "use .jsonl or .parquet")
 
 
-def _saved_dataset(split: str, path: Path) -> Iterator[tuple[int, Any]]:
+def _saved_dataset(split: str, path: Path, given: str | None = None) -> Iterator[tuple[int, Any]]:
     """A `datasets` dataset saved with ``save_to_disk``: ``DIR`` (one Dataset) or ``DIR::SPLIT``
-    (one split of a saved DatasetDict). Loaded from local disk only."""
+    (one split of a saved DatasetDict). Loaded from local disk only. ``given`` is the recipe's value,
+    for messages that say what to write."""
     folder, _, name = str(path).partition("::")
     try:
         import datasets
@@ -226,11 +324,18 @@ def _saved_dataset(split: str, path: Path) -> Iterator[tuple[int, Any]]:
         loaded = datasets.load_from_disk(folder)
     except (FileNotFoundError, ValueError) as exc:
         raise CorlError(f"task.{split}: {_show(Path(folder))}: not a dataset saved with save_to_disk ({exc})") from None
+    where, given = _show(Path(folder)), str(given or folder).partition("::")[0]
     if isinstance(loaded, datasets.DatasetDict):
         if name not in loaded:
-            raise CorlError(f"task.{split}: {_show(Path(folder))} holds splits {', '.join(loaded)}; "
-                            f"name one as {folder}::SPLIT")
+            # what to write in the recipe: the path as the recipe gives it (relative to the recipe), ::SPLIT added
+            first = next(iter(loaded), "SPLIT")
+            missing = f"has no split {name!r}" if name else "is a DatasetDict: name one of its splits"
+            raise CorlError(f"task.{split}: {where} {missing}; its splits: {', '.join(loaded) or 'none'} "
+                            f"(e.g. task.{split} = \"{given}::{first}\")")
         loaded = loaded[name]
+    elif name:
+        raise CorlError(f"task.{split}: {where} is one saved Dataset, not a DatasetDict with splits; drop '::{name}' "
+                        f"(task.{split} = \"{given}\")")
     for i, row in enumerate(loaded, 1):
         yield i, row
 

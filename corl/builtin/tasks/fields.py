@@ -3,10 +3,11 @@
 * dotted paths into nested tables: verl's ``reward_model.ground_truth`` (a key that itself holds a
   dot is found first);
 * chat message lists (``[{"role": "user", "content": ...}, ...]``): a ``messages`` column, TRL's
-  conversational ``prompt``, verl's ``prompt``. As a prompt, the last user turn, with any system
-  turns before it prepended (as chat templates without a system role do); as an answer, the last
-  assistant turn (a reference solution). Content given as parts (``[{"type": "text", "text": ...}]``)
-  is joined.
+  conversational ``prompt``, verl's ``prompt``. As a prompt, the conversation up to its last user
+  turn (:func:`prompt_messages`, rendered by a chat-format agent's template as it is) and, for agents
+  without a chat template, its text (:func:`prompt_text`: the last user turn with any system turns
+  before it prepended); as an answer, the last assistant turn (a reference solution). Content given
+  as parts (``[{"type": "text", "text": ...}]``) is joined.
 
 A value that is not what the task needs raises :class:`FieldError`, one line naming the field; the
 task adds the file and line.
@@ -68,6 +69,16 @@ def prompt_text(value: Any, path: str) -> str:
         return "\n\n".join([*system, turns[users[-1]][1]])
     raise FieldError(f"field {path!r} is {_kind(value)}, not text or a list of chat messages "
                      f"({{\"role\": ..., \"content\": ...}}): {short(value)}")
+
+
+def prompt_messages(value: Any, path: str) -> tuple[tuple[str, str], ...]:
+    """A conversation's turns up to and including its last user turn, ``(role, text)`` each, as a
+    chat template should see them (TRL passes a conversational prompt to it as it is); ``()`` for text."""
+    if not is_messages(value):
+        return ()
+    turns = _turns(value, path)
+    users = [i for i, (role, _) in enumerate(turns) if role == "user"]
+    return tuple(turns[: users[-1] + 1]) if users else ()
 
 
 def answer_text(value: Any, path: str) -> str | None:

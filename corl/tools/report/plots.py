@@ -74,6 +74,7 @@ def _plot_curves(plt, train: list[dict], agents: list[str], colors: dict[str, st
                 ax.plot(steps, values, color=colors[agent], lw=0.8, alpha=0.25)
             ax.plot(steps, _moving_average(values, window), color=colors[agent], lw=1.8)
         ax.set_title(title + (f"  (moving avg {window})" if window > 1 else ""), fontsize=10)
+        _integer_steps(ax)
         if fraction:
             _percent_axis(ax)
         ax.grid(alpha=0.3)
@@ -89,6 +90,13 @@ def _plot_curves(plt, train: list[dict], agents: list[str], colors: dict[str, st
     _legend(fig, agents, colors)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / (2.9 * rows + 0.5)))
     return fig
+
+
+def _integer_steps(ax) -> None:
+    """Steps are whole numbers: no tick at step 2.5."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _percent_axis(ax) -> None:
@@ -115,13 +123,21 @@ def _plot_eval(plt, evals: list[dict], agents: list[str], colors: dict[str, str]
         ends = []
         for agent in agents:
             steps, values = _series(evals, agent, key)
-            ax.plot(steps, values, color=colors[agent], lw=1.5, marker="o", ms=5)
+            # error bars where the evaluation measured a standard error (pass@1's over its k samples)
+            _, errors = _series(evals, agent, f"{key}_se")
+            if any(math.isfinite(e) for e in errors):
+                ax.errorbar(steps, values, yerr=[e if math.isfinite(e) else 0.0 for e in errors], color=colors[agent],
+                            lw=1.5, marker="o", ms=5, capsize=3, elinewidth=1)
+            else:
+                ax.plot(steps, values, color=colors[agent], lw=1.5, marker="o", ms=5)
             if steps and math.isfinite(values[-1]):
                 ends.append((steps[-1], values[-1], colors[agent]))
-        ax.set_title(title, fontsize=10)
+        ax.set_title(title + (" ± s.e." if _has(evals, f"{key}_se") else ""), fontsize=10)
         ax.set_xlabel("training step", fontsize=9)
         if len(evals) <= 8:  # few evals: tick exactly the evaluated steps
             ax.set_xticks(sorted({r["step"] for r in evals}))
+        else:
+            _integer_steps(ax)
         ax.margins(x=0.15)  # room for the end-value labels
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=8)

@@ -4,7 +4,8 @@ It logs what corl's tensorboard observer logs, under the same names (``train/<ag
 ``train/step_seconds``, ``eval/<agent>/<metric>``, ``cohort/<matrix>/<a>-<b>``; see
 :func:`corl.logs.step_scalars`), at the run's step; the resolved recipe (``recipe.json``) is the
 run's config. A resumed corl run continues the same W&B run (its id is kept in
-``OUTPUT_DIR/wandb.json``). wandb is imported when the run starts, so ``corl plugins`` and
+``OUTPUT_DIR/wandb.json``). The run summary holds each scalar's last value; a cohort value undefined
+at the latest evaluation is removed from it rather than left from an earlier one. wandb is imported when the run starts, so ``corl plugins`` and
 ``corl validate`` work without it.
 """
 
@@ -60,7 +61,13 @@ class WandbObserver:
 
     @corl.hookimpl
     def corl_on_eval_end(self, run, step, results, cohort):
-        self.run.log(eval_scalars(results, cohort), step=step)
+        scalars = eval_scalars(results, cohort)
+        self.run.log(scalars, step=step)
+        # A pair whose matrix entry is undefined at this evaluation (phi when one agent is always right) is
+        # not logged, and W&B's summary would go on showing an earlier evaluation's value for it.
+        for key in cohort_keys(cohort):
+            if key not in scalars:
+                del self.run.summary[key]
 
     @corl.hookimpl
     def corl_on_run_end(self, run, summary):
@@ -76,6 +83,13 @@ class WandbObserver:
         if self.run is not None:
             self.run.finish(exit_code=1)
             self.run = None
+
+
+def cohort_keys(cohort) -> list[str]:
+    """Every ``cohort/<matrix>/<a>-<b>`` name an evaluation of these agents can log."""
+    names = cohort["agents"]
+    return [f"cohort/{matrix}/{a}-{b}" for matrix in ("agreement", "phi", "same_wrong")
+            for i, a in enumerate(names) for b in names[i + 1:]]
 
 
 @corl.hookimpl

@@ -244,3 +244,18 @@ def test_the_schedule_checkpoints_and_resumes_bit_identically(tmp_path):
 def test_a_schedule_needs_the_runs_length():
     with pytest.raises(ConfigError, match=r"lr_schedule = 'linear' needs the run's length \(run.steps\)"):
         grpo(GRPOConfig(lr_schedule="linear"), Context(spec=None, seed=0, agent=ToyAgent(1, 1)))
+
+
+def test_a_step_reports_only_what_it_measured():
+    """A skipped update (no sample with a learning signal) measured no loss, entropy, clip fraction or
+    gradient norm: those are left out, not 0.0 (a report's entropy panel would show a collapse). KL is
+    measured only against a reference (kl > 0)."""
+    agent = ToyAgent(4, 4)
+    optimizer = grpo(GRPOConfig(), Context(spec=None, seed=0, agent=agent))
+    skipped = optimizer.step(toy_rollout([3, 1, 2, 4]), [[1.0, 1.0], [0.0, 0.0]])  # every group flat
+    assert skipped["active_fraction"] == 0.0 and skipped["nonfinite"] == 0.0
+    assert not {"loss", "entropy", "kl", "clip_frac", "grad_norm"} & set(skipped)
+    updated = optimizer.step(toy_rollout([3, 1, 2, 4]), [[1.0, 0.0], [0.0, 1.0]])
+    assert {"loss", "entropy", "clip_frac", "grad_norm"} <= set(updated) and "kl" not in updated
+    with_kl = grpo(GRPOConfig(kl=0.1), Context(spec=None, seed=0, agent=ToyAgent(4, 4)))
+    assert "kl" in with_kl.step(toy_rollout([3, 1, 2, 4]), [[1.0, 0.0], [0.0, 1.0]])

@@ -2,6 +2,7 @@ import os
 import subprocess
 import sys
 
+import attrs
 import pytest
 
 from corl.errors import ConfigError
@@ -146,7 +147,13 @@ def test_cli_validate_ok_and_does_not_import_torch():
     out = cli("validate", "recipes/three_agent_ring.toml")
     assert out.returncode == 0, out.stderr
     assert "ok: 3 agents" in out.stdout
+    # with data files read too: jsonl, chat messages, parquet (verl's layout)
     code = ("import sys; from corl.cli import main; main(['validate', 'recipes/three_agent_ring.toml']); "
+            "assert main(['validate', 'recipes/data_file.toml']) == 0; "
+            "assert main(['validate', 'recipes/data_file.toml', '--set', 'task.train=../data/verl_sample.parquet', "
+            "'--set', 'task.prompt_field=prompt', '--set', 'task.answer_field=reward_model.ground_truth', "
+            "'--set', 'task.eval=../data/chat_sample.jsonl', '--set', 'task.seed=../data/chat_sample.jsonl', "
+            "'--set', 'task.answers=math', '--set', 'task.template={prompt}']) == 2; "
             "assert 'torch' not in sys.modules, 'validate imported torch'")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert res.returncode == 0, res.stderr
@@ -258,3 +265,27 @@ def test_resumable_changes_include_list_keys():
     new = {"run": {"observers": ["jsonl", "tensorboard"], "steps": 9}, "topology": {"type": "ring"}}
     assert differences(old, new) == []
     assert differences(old, new, ignore=()) == ["run.observers[1]: 'checkpoint' -> 'tensorboard'", "run.steps: 5 -> 9"]
+
+
+def test_the_base_of_a_relative_path_is_stated_at_both_keys():
+    """Data paths are relative to the recipe file, run.output_dir to the working directory: each key says which."""
+    from corl.builtin.tasks.data import DataConfig
+    from corl.recipe.schema import RunSection
+
+    output_dir = attrs.fields(RunSection).output_dir.metadata["help"]
+    assert "relative to the working directory" in output_dir and "not to the recipe file" in output_dir
+    for split in ("train", "eval", "seed"):
+        assert "relative to the recipe file" in getattr(attrs.fields(DataConfig), split).metadata["help"]
+    assert "not the working directory" in attrs.fields(DataConfig).train.metadata["help"]
+
+
+def test_cli_validate_reads_the_data_and_says_what_the_run_would(tmp_path):
+    ok = cli("validate", "recipes/data_file.toml")
+    assert ok.returncode == 0, ok.stderr
+    bad = cli("validate", "recipes/data_file.toml", "--set", "task.prompt_field=q", "--set", "task.eval=nope.jsonl")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip().splitlines() == [
+        "corl: error: data/arith_seed.jsonl:1: missing field 'q' (fields: question, answer)",
+        "corl: error: data/arith_train.jsonl:1: missing field 'q' (fields: question, answer)",
+        "corl: error: task.eval: no such file: recipes/nope.jsonl"]
+    assert cli("validate", "recipes/data_file.toml", "--rows", "0").stderr.strip() == "corl: error: --rows 0: must be at least 1"

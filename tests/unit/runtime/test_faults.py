@@ -65,6 +65,9 @@ def test_nan_skips_only_that_agents_update_and_is_counted(tmp_path, cache_dir):
     for step in (1, 2, 3):
         metrics = run.step(step)
         assert metrics.agents["flaky"]["nonfinite"] == 1.0 and metrics.agents["good"]["nonfinite"] == 0.0
+        # the skipped update measured nothing: no 0.0 loss or entropy (a collapse that never happened)
+        assert not {"loss", "entropy", "grad_norm", "clip_frac"} & set(metrics.agents["flaky"])
+        assert {"loss", "entropy", "grad_norm", "clip_frac"} <= set(metrics.agents["good"])
     after = {s.name: weights(s.agent) for s in run.agents}
     assert all(torch.equal(before["flaky"][k], after["flaky"][k]) for k in before["flaky"])
     assert any(not torch.equal(before["good"][k], after["good"][k]) for k in before["good"])

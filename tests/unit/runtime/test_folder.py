@@ -72,3 +72,16 @@ def test_a_run_that_trained_nothing_leaves_a_folder_to_reuse(tmp_path):
     assert (out / "recipe.json").exists()
     run_tiny(out, fake_recipe(**{"run.steps": 1}))  # not a run worth keeping: reused without --force
     assert json.loads((out / "recipe.json").read_text())["run"]["steps"] == 1
+
+
+def test_a_finished_run_with_a_checkpoint_says_resume_trains_it_further(tmp_path):
+    out = tmp_path / "run"
+    recipe = fake_recipe(**{"run.steps": 2, "run.checkpoint_every": 2})
+    run_tiny(out, recipe)
+    with pytest.raises(CorlError) as info:
+        run_tiny(out, recipe)
+    assert str(info.value) == (f"{out} holds a finished run (summary.json); to train it further, raise run.steps and "
+                               "continue it with --resume (from its checkpoint step-000002); choose another "
+                               "run.output_dir (or run.name) to keep it, or pass --force to replace it")
+    summary = run_tiny(out, recipe, ["run.steps=3"], resume=True)  # what the message says works
+    assert summary["steps"] == 3

@@ -118,8 +118,9 @@ def test_a_fresh_run_does_not_mix_with_an_earlier_run(tmp_path, reference):
     again = corl_run(out, sets=["run.steps=2"])
     assert again.returncode == 2 and "Traceback" not in again.stderr
     assert again.stderr.strip().splitlines()[-1] == (
-        f"corl: error: {out} holds a finished run (summary.json); choose another run.output_dir (or run.name) to "
-        "keep it, or pass --force to replace it")
+        f"corl: error: {out} holds a finished run (summary.json); to train it further, raise run.steps and continue it "
+        "with --resume (from its checkpoint step-000002); choose another run.output_dir (or run.name) to keep it, or "
+        "pass --force to replace it")
     forced = corl_run(out, "--force", sets=["run.steps=1", "run.checkpoint_every=1"])
     assert forced.returncode == 0 and f"{out}: replacing the earlier run there (summary.json)" in forced.stderr
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["final", "step-000001"]  # none of the old

@@ -161,3 +161,67 @@ def test_the_resolved_recipe_lists_shaping_only_when_there_is_some(registry):
 def test_what_a_term_returns_is_checked_at_the_boundary(corl_run, term, message):
     with pytest.raises(PluginError, match=message):
         corl_run(recipe([{"type": term}]), plugins=[Terms()])
+
+
+# -- a plain reward function (TRL's reward_funcs), by import path ------------------------------------
+
+CALLS: list = []
+
+
+def length_reward(prompts, completions, answers, agent, **kwargs):
+    """TRL-style: one number per completion."""
+    CALLS.append({"prompts": prompts, "completions": completions, "answers": answers, "agent": agent, **kwargs})
+    return [0.1 * len(c) for c in completions]
+
+
+def graded(prompts, completions, labels, **kwargs):
+    return [float(a == str(t)) for a, t in zip(completions, labels)]
+
+
+graded.needs_labels = True
+
+
+def too_few(prompts, completions, **kwargs):
+    return [1.0]
+
+
+def failing(prompts, completions, **kwargs):
+    raise ValueError("no reward today")
+
+
+def test_a_reward_function_is_a_shaping_term_where_import_paths_are_allowed(corl_run, monkeypatch):
+    CALLS.clear()
+    here = __name__
+    shaping = [{"type": f"{here}:length_reward", "weight": 2.0}]
+    with pytest.raises(ConfigError, match=r"shaping\[0\]\.type: '.*:length_reward' is an import path; .*"
+                                          r"CORL_ALLOW_IMPORT_PATHS=1"):
+        corl_run(recipe(shaping), plugins=[Terms()], router=Flat())
+    monkeypatch.setenv("CORL_ALLOW_IMPORT_PATHS", "1")
+    _, out = corl_run(recipe(shaping), plugins=[Terms()], router=Flat())
+    call = CALLS[0]
+    assert len(call["completions"]) == len(call["prompts"]) == len(call["answers"]) == 8 * 4  # prompts x n_votes
+    assert call["prompts"][:4] == [call["prompts"][0]] * 4 and call["agent"] == "fake0" and "labels" not in call
+    assert len(CALLS) == len(Terms.trained) == 4  # once per agent and step
+    for call, (agent, rewards) in zip(CALLS, Terms.trained):  # 0.5 from the router + 2 x 0.1 x length, n_train of 4
+        assert call["agent"] == agent
+        expected = [0.5 + 0.2 * len(c) for c in call["completions"]]
+        assert [r for row in rewards for r in row] == pytest.approx([r for p in range(8) for r in expected[p * 4: p * 4 + 3]])
+    first = json.loads((out / "metrics.jsonl").read_text().splitlines()[1])
+    assert "shaping/length_reward" in first["agents"]["fake0"]  # named after the function
+    with pytest.raises(ConfigError, match=r"shaping\[0\]\.type: 'graded' rewards|shaping\[0\]\.type: '.*:graded' "
+                                          r"rewards with ground-truth labels"):
+        corl_run(recipe([{"type": f"{here}:graded"}]), plugins=[Terms()], router=Flat())
+    corl_run(recipe([{"type": f"{here}:graded"}], **{"run.supervised": True, "topology.type": "ground_truth"}),
+             plugins=[Terms()])
+    with pytest.raises(ConfigError, match=r"shaping\[0\]\.colour: unknown key"):
+        corl_run(recipe([{"type": f"{here}:length_reward", "colour": 1}]), plugins=[Terms()])
+
+
+@pytest.mark.parametrize("fn, message", [
+    ("too_few", r"reward function '.*:too_few' returned 1 values for 32 completions; return one number per completion"),
+    ("failing", r"reward function '.*:failing' raised ValueError: no reward today"),
+])
+def test_a_reward_function_that_fails_is_named(corl_run, monkeypatch, fn, message):
+    monkeypatch.setenv("CORL_ALLOW_IMPORT_PATHS", "1")
+    with pytest.raises(PluginError, match=message):
+        corl_run(recipe([{"type": f"{__name__}:{fn}"}]), plugins=[Terms()], router=Flat())

@@ -134,3 +134,34 @@ def test_missing_inputs_are_user_errors(tmp_path):
         render_report(tmp_path / "nowhere")
     with pytest.raises(CorlError, match=r"metrics\.jsonl: not found"):
         render_report(tmp_path)
+
+
+def _visible_ticks(ax):
+    low, high = ax.get_xlim()
+    return [t for t in ax.get_xticks() if low <= t <= high]
+
+
+def test_step_axes_tick_whole_steps_and_pass_at_1_has_error_bars():
+    from matplotlib.container import ErrorbarContainer
+
+    from corl.tools.report.plots import _plot_curves, _plot_eval, _pyplot
+
+    plt = _pyplot()
+    colors = dict(zip(AGENTS, ["r", "g", "b"]))
+    curves = _plot_curves(plt, [train_record(s) for s in (1, 2, 3)], AGENTS, colors)  # matplotlib's own: 1.0, 1.5, ...
+    evals = [eval_record(s) for s in range(0, 20, 2)]  # ten evaluations: ticks left to the locator
+    for record in evals:
+        for values in record["agents"].values():
+            values["pass@1_se"] = 0.02
+    figure = _plot_eval(plt, evals, AGENTS, colors, 8)
+    try:
+        for ax in [a for a in curves.axes if a.get_visible()] + figure.axes:
+            ticks = _visible_ticks(ax)
+            assert ticks and all(t == int(t) for t in ticks), (ax.get_title(), ticks)
+        pass1, greedy = figure.axes[0], figure.axes[1]
+        assert pass1.get_title().endswith("± s.e.")
+        assert sum(isinstance(c, ErrorbarContainer) for c in pass1.containers) == len(AGENTS)
+        assert not any(isinstance(c, ErrorbarContainer) for c in greedy.containers)  # no s.e. measured for greedy
+    finally:
+        plt.close(curves)
+        plt.close(figure)

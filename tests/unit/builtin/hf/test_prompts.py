@@ -58,3 +58,46 @@ def test_cut_at_stop():
     assert cut_at_stop("12 + 5 = 17. Answer: 17\n\nQuestion: Sam has", ["Question:"]) == "12 + 5 = 17. Answer: 17\n\n"
     assert cut_at_stop("Answer: 3", ["Question:", "\n\n\n"]) == "Answer: 3"
     assert cut_at_stop("a\n\n\nb Question:", ["Question:", "\n\n\n"]) == "a"
+
+
+#: Like many instruct templates (Qwen2.5's), it writes a default system prompt when given none.
+DEFAULTING = ("{% if messages[0]['role'] != 'system' %}system:You are a helpful assistant.\n{% endif %}"
+              "{% for m in messages %}{{ m['role'] }}:{{ m['content'] }}\n{% endfor %}"
+              "{% if add_generation_prompt %}assistant:{% endif %}")
+
+
+@pytest.fixture
+def defaulting():
+    tok = zoo.build_tokenizer()
+    tok.chat_template = DEFAULTING
+    return tok
+
+
+def trl_render(tokenizer, messages):
+    """What TRL's maybe_apply_chat_template does with a conversational prompt that ends in a user turn."""
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+def test_a_conversational_row_is_rendered_as_trl_renders_it(defaulting):
+    from corl.types import Prompt
+
+    row = [{"role": "system", "content": "You are a tutor."}, {"role": "user", "content": "1+1?"},
+           {"role": "assistant", "content": "2"}, {"role": "user", "content": "2+3?"}]
+    prompt = Prompt("p", "You are a tutor.\n\n2+3?", messages=tuple((m["role"], m["content"]) for m in row))
+    (text,), special = format_prompts(defaulting, [prompt], "chat", system="ignored: the row has its own")
+    assert text == trl_render(defaulting, row) and special is False
+    # its system turn is kept as a system turn (not folded into the user's), so no default one is added
+    assert text == ("system:You are a tutor.\nuser:1+1?\nassistant:2\nuser:2+3?\nassistant:")
+    (raw,), _ = format_prompts(defaulting, [prompt], "raw", "Q: {prompt}")
+    assert raw == "Q: You are a tutor.\n\n2+3?"  # a base model reads the flattened text
+
+
+def test_the_agents_system_prompt_and_template_apply_only_where_the_row_leaves_room(defaulting):
+    from corl.types import Prompt
+
+    no_system = Prompt("p", "2+3?", messages=(("user", "2+3?"),))
+    (text,), _ = format_prompts(defaulting, [no_system], "chat", "{prompt} Think.", system="Be brief.")
+    assert text == trl_render(defaulting, [{"role": "system", "content": "Be brief."},
+                                           {"role": "user", "content": "2+3? Think."}])
+    (bare,), _ = format_prompts(defaulting, [no_system], "chat")
+    assert bare == trl_render(defaulting, [{"role": "user", "content": "2+3?"}])  # the template's own default only

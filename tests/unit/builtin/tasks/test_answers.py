@@ -204,3 +204,82 @@ def test_extraction_parses_under_corls_time_bound():
         assert bounded.extract("Therefore the sum is 2^{10}.") == "2^{10}"
         assert bounded.extract("so we get x^2+1 as the polynomial") == "x^2+1"
     assert bounded.timeouts == 0
+
+
+# -- reasoning models' formats, units and currency, non-answers --------------------------------------
+
+
+@pytest.mark.parametrize("text, answer", [
+    ("<think>3 + 4 is 7, times 6</think><answer>42</answer>", "42"),
+    ("<think>maybe \\boxed{41}</think>\n<answer>\n42\n</answer>", "42"),  # the tag, not a box in the thinking
+    ("<think>so 40</think> The answer is \\boxed{42}.", "42"),  # after the thinking
+    ("<answer>\\boxed{\\frac{1}{2}}</answer>", r"\frac{1}{2}"),  # markers inside the tag still apply
+    ("<answer>Paris</answer>", "Paris"),  # an answer stated in its tag may be a word
+    ("Final answer: 42 dollars", "42"),
+    ("The answer is 42 dollars.", "42"),
+    ("It costs $42", "42"),
+    ("The total is USD 1,250.", "1250"),
+    ("Answer: €7.50", "7.50"),
+    ("Answer: 12 square feet", "12"),
+    ("The answer is 42 percent.", "42%"),
+    ("The answer is 2 pi.", "2 pi"),  # words that are mathematics stay
+])
+def test_reasoning_formats_and_units(text, answer):
+    assert extract_answer(text) == answer
+
+
+@pytest.mark.parametrize("a, b", [(extract_answer("Final answer: 42 dollars"), "42"), (extract_answer("$42"), "42"),
+                                  ("42%", "42"), ("42%", "0.42"), (r"10\%", "10")])
+def test_units_currency_and_percent_equal_the_number(a, b):
+    # a percent is math-verify's: 42% equals 42 and 0.42
+    assert V.equivalent(a, b) and V.equivalent(b, a)
+
+
+@pytest.mark.parametrize("text", ["I do not know", "N/A", "n/a.", "See solution", "Unknown", "\\boxed{N/A}",
+                                  "The answer is: I don't know.", "<answer>N/A</answer>", "<think>hmm, 5?</think><answer>4"])
+def test_non_answers_are_never_answers_or_labels(text):
+    assert extract_answer(text) is None and extract_label(text) is None
+
+
+@pytest.mark.parametrize("text, path", [
+    ("<answer>42</answer>", "tag"), (r"so \boxed{7}", "boxed"), ("work\n#### 72", "hashes"),
+    ("The answer is 5.", "answer_is"), (r"\frac{1}{2}", "whole"), ("Evelyn", "whole"),
+    ("She has 3+4 = 7 apples.", "fallback"),  # a GSM8K solution that lost its #### line
+    ("I do not know 5 things", "fallback"),
+])
+def test_each_label_says_how_it_was_found(text, path):
+    label, found = answers.extract_label_path(text)
+    assert label is not None and found == path and found in answers.PATHS
+    assert answers.extract_label_path("N/A") == (None, "none") == answers.extract_label_path(r"\boxed{N/A}")
+    assert answers.extract_label_path("))") == (None, None)
+
+
+def test_tag_and_regex_extractors_read_only_their_place():
+    from corl.builtin.tasks.extractors import verifier_for
+
+    tag = verifier_for("tag:answer")
+    assert tag.extract("<think>x</think><answer>42 dollars</answer>") == "42"
+    assert tag.extract("The answer is 42.") is None  # the format is part of the task
+    assert tag.label("#### 7") == "7" and tag.equivalent("0.5", "1/2")  # labels and comparison as math
+    regex = verifier_for(r"regex:FINAL=(\S+)")
+    assert regex.extract("FINAL=1 then FINAL=$3") == "3" and regex.extract("final 3") is None
+    whole = verifier_for(r"regex:\d+ apples")
+    assert whole.extract("I have 12 apples") == "12"  # no group: the whole match, its units dropped
+    assert isinstance(verifier_for("integer"), IntegerVerifier) and isinstance(verifier_for("math"), MathVerifier)
+
+
+@pytest.mark.parametrize("value, problem", [
+    ("tag:", "a tag name is letters"), ("regex:(a)(b)", "has 2 groups"), ("regex:(", "is not a regular expression"),
+    ("regex:x*", "matches the empty text"), ("boxed", "valid are 'math', 'integer', 'tag:NAME' (e.g. 'tag:answer') or 'regex:PATTERN'"),
+])
+def test_a_bad_extractor_is_one_line_at_its_key_path(value, problem):
+    from corl.errors import ConfigError
+    from corl.plugins import build_registry, make_plugin_manager
+    from corl.recipe import load_recipe
+
+    recipe = {"task": {"type": "jsonl", "train": "t.jsonl", "answers": value},
+              "agents": [{"name": "a", "model": "x/y"}], "topology": {"type": "self"}}
+    with pytest.raises(ConfigError) as info:
+        load_recipe(recipe, registry=build_registry(make_plugin_manager(autoload=False)))
+    (line,) = info.value.problems
+    assert line.startswith(f"<recipe>: task.answers: invalid value {value!r}: ") and problem in line

@@ -184,12 +184,13 @@ def test_recipes_validate_the_task_table(registry):
         load_recipe(RECIPE, ["task.answers=roman", "task.template=Q: {question}", "task.trian=x", "task.limit=-1"],
                     registry=registry)
     assert sorted(info.value.problems) == [
-        "<recipe>: task.answers: invalid value 'roman'; valid: 'math', 'integer'",
+        "<recipe>: task.answers: invalid value 'roman': valid are 'math', 'integer', 'tag:NAME' (e.g. 'tag:answer') "
+        "or 'regex:PATTERN'",
         "<recipe>: task.limit: invalid value -1: must be >= 0",
         "<recipe>: task.template: invalid value 'Q: {question}': must be a format string whose only field is "
         "{prompt} (write {{ for a brace)",
-        "<recipe>: task.trian: unknown key; valid keys here: answer_field, answers, eval, image_field, limit, on_bad_row, "
-        "prompt_field, seed, template, train",
+        "<recipe>: task.trian: unknown key; valid keys here: answer_field, answers, eval, fallback_labels, image_field, "
+        "limit, on_bad_row, prompt_field, seed, template, train",
     ]
     with pytest.raises(ConfigError, match=r"task\.train: missing required key"):
         load_recipe({**RECIPE, "task": {"type": "jsonl"}}, registry=registry)
@@ -226,7 +227,8 @@ def test_saved_datasets_dataset_is_read_from_local_disk(tmp_path):
     task = DataTask(DataConfig(train=str(tmp_path / "single"), eval=str(tmp_path / "dict") + "::test"))
     assert [p.text for p in task.split("train")] == rows["question"]
     assert [p.label for p in task.split("eval")] == ["3", "7", "11"]
-    with pytest.raises(CorlError, match=r"holds splits train, test; name one as .*::SPLIT"):
+    with pytest.raises(CorlError, match=r"is a DatasetDict: name one of its splits; its splits: train, test \(e\.g\. "
+                                        r"task\.train = \".*dict::train\"\)$"):
         DataTask(DataConfig(train=str(tmp_path / "dict")))
     with pytest.raises(CorlError, match="not a dataset saved with save_to_disk"):
         DataTask(DataConfig(train=str(tmp_path)))
@@ -260,3 +262,71 @@ def test_an_unreadable_image_is_an_error_naming_file_line_and_image(tmp_path, ro
     with pytest.raises(CorlError, match=message) as info:
         DataTask(DataConfig(train="train.jsonl", image_field="image"), ctx_for(tmp_path / "r.toml"))
     assert "\n" not in str(info.value)
+
+
+def test_a_missing_split_of_a_saved_datasetdict_is_named_with_the_ones_there(tmp_path, monkeypatch):
+    datasets = pytest.importorskip("datasets")
+    rows = {"question": ["1+2="], "answer": ["#### 3"]}
+    (tmp_path / "recipes").mkdir()
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict(rows),
+                          "test": datasets.Dataset.from_dict(rows)}).save_to_disk(str(tmp_path / "data" / "gsm8k"))
+    datasets.Dataset.from_dict(rows).save_to_disk(str(tmp_path / "data" / "one"))
+    monkeypatch.chdir(tmp_path)
+    ctx = ctx_for(tmp_path / "recipes" / "r.toml")  # paths relative to the recipe, shown relative to the cwd
+    with pytest.raises(CorlError) as info:
+        DataTask(DataConfig(train="../data/gsm8k::train", eval="../data/gsm8k::validation"), ctx)
+    assert str(info.value) == ("task.eval: data/gsm8k has no split 'validation'; its splits: train, test "
+                               "(e.g. task.eval = \"../data/gsm8k::train\")")
+    with pytest.raises(CorlError) as info:
+        DataTask(DataConfig(train="../data/one::train"), ctx)
+    assert str(info.value) == ("task.train: data/one is one saved Dataset, not a DatasetDict with splits; drop "
+                               "'::train' (task.train = \"../data/one\")")
+
+
+DOUBTFUL = [
+    {"question": "q1", "answer": "3+4=7\n#### 7"},
+    {"question": "q2", "answer": "She has 3+4 = 7 apples."},  # a GSM8K solution that lost its #### line
+    {"question": "q3", "answer": "I do not know 5 things"},  # the fallback's last number: 5
+    {"question": "q4", "answer": "N/A"},
+    {"question": "q5", "answer": "See solution"},
+]
+
+
+def test_doubtful_labels_are_reported_per_file_and_dropped_or_kept(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(tmp_path / "train.jsonl", DOUBTFUL)
+    write_jsonl(tmp_path / "test.jsonl", DOUBTFUL)
+    said = []
+    ctx = attrs.evolve(ctx_for(tmp_path / "r.toml"), log=said.append)
+    task = DataTask(DataConfig(train="train.jsonl", eval="test.jsonl"), ctx)  # the default: drop
+    assert [(p.id, p.label) for p in task.split("eval")] == [("eval-1", "7")]
+    assert [(p.id, p.label) for p in task.split("train")] == [("train-1", "7")]
+    assert said[-1] == (
+        "task.eval: test.jsonl: 4 of 5 rows have doubtful labels: 2 labeled only by the fallback (the last mathematics "
+        "in field 'answer': no <answer>, \\boxed{}, '####' or 'The answer is'); 2 with no answer (N/A, I do not know, "
+        "...); dropped (task.fallback_labels = \"drop\"; \"keep\" keeps the fallback labels); first, by line: "
+        "2 'She has 3+4 = 7 apples.' -> 7, 3 'I do not know 5 things' -> 5, 4 'N/A' -> no label")
+    assert task.label_paths["eval-1"] == "hashes" and len(task.doubtful["eval"]) == 4
+
+    said.clear()
+    kept = DataTask(DataConfig(train="train.jsonl", eval="test.jsonl", fallback_labels="keep"), ctx)
+    # the eval split keeps a fallback label only when told, and says so; a non-answer is never a label
+    assert [(p.id, p.label) for p in kept.split("eval")] == [("eval-1", "7"), ("eval-2", "7"), ("eval-3", "5")]
+    assert [(p.id, p.label) for p in kept.split("train")] == [
+        ("train-1", "7"), ("train-2", "7"), ("train-3", "5"), ("train-4", None), ("train-5", None)]
+    assert "; fallback labels kept (task.fallback_labels = \"keep\"), rows with no answer dropped; " in said[-1]
+    assert said[-1].startswith("task.eval: test.jsonl: 4 of 5 rows")
+    assert "rows with no answer kept unlabeled" in said[0] and said[0].startswith("task.train: train.jsonl:")
+
+
+def test_a_train_file_of_fallback_labels_only_says_why_it_has_no_prompts(tmp_path):
+    write_jsonl(tmp_path / "train.jsonl", DOUBTFUL[1:3])
+    with pytest.raises(CorlError, match=r"task\.train: .*train\.jsonl has no prompts \(2 rows dropped for their "
+                                        r"labels: task\.fallback_labels = \"keep\" keeps those labeled by the fallback\)"):
+        DataTask(DataConfig(train="train.jsonl"), ctx_for(tmp_path / "r.toml"))
+
+
+def test_a_bad_fallback_labels_value_is_one_line_at_its_key(registry):
+    with pytest.raises(ConfigError) as info:
+        load_recipe(RECIPE, ["task.fallback_labels=maybe", "task.seed=data/seed.jsonl"], registry=registry)
+    assert info.value.problems == ("<recipe>: task.fallback_labels: invalid value 'maybe'; valid: 'drop', 'keep'",)

@@ -131,3 +131,83 @@ def test_content_parts_and_a_key_holding_a_dot(tmp_path):
     task = DataTask(DataConfig(train="p.jsonl", eval="p.jsonl", prompt_field="prompt", answer_field="meta.answer"),
                     Context(spec=type("S", (), {"source": str(tmp_path / "r.toml")})(), seed=0))
     assert (task.split("eval")[0].text, task.split("eval")[0].label) == ("How many? Count.", "7")
+
+
+def test_a_conversational_prompt_keeps_its_turns_for_the_chat_template():
+    from corl.builtin.tasks.data import DataConfig, DataTask
+
+    task = DataTask(DataConfig(train="data/trl_sample.jsonl", eval="data/trl_sample.jsonl", prompt_field="prompt",
+                               answer_field="solution", template="{prompt}\nBe exact."), Context(spec=_Spec(), seed=0))
+    first = task.split("eval")[0]
+    assert [role for role, _ in first.messages] == ["system", "user"]  # the system turn stays a system turn
+    assert first.messages[0][1].startswith("You are a careful mathematician.")
+    assert first.messages[1][1].endswith("Enter your answer as an ordered pair.\nBe exact.")  # the task template
+    assert first.text.startswith("You are a careful mathematician.") and first.text.endswith("\nBe exact.")
+    chat = DataTask(DataConfig(train="data/chat_sample.jsonl", prompt_field="messages", answer_field="messages"), Context(spec=_Spec(), seed=0))
+    assert all(p.messages[-1][0] == "user" for p in chat.split("train"))  # the reference answer's turn is not shown
+    plain = DataTask(DataConfig(train="data/gsm8k_sample.jsonl"), Context(spec=_Spec(), seed=0))
+    assert plain.split("train")[0].messages == ()
+
+
+# -- corl validate: the first rows of each file, checked as the run reads them ------------------------
+
+
+def validate_data(task: dict, rows: int = 50) -> list[str]:
+    from corl.recipe.validate import data_problems
+
+    registry = build_registry(make_plugin_manager(autoload=False))
+    recipe = {"agents": [{"name": "a", "model": "HuggingFaceTB/SmolLM2-360M-Instruct"}], "topology": {"type": "self"},
+              "task": task}
+    return data_problems(load_recipe(recipe, registry=registry, source=str(ROOT / "recipe.toml")), registry, rows)
+
+
+def run_error(task: dict) -> str:
+    """What building the task says (the run builds it before any model loads)."""
+    with pytest.raises(CorlError) as info:
+        DataTask(DataConfig(**{k: v for k, v in task.items() if k != "type"}), Context(spec=_Spec(), seed=0))
+    return str(info.value)
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_validate_catches_a_missing_file_and_a_wrong_field_in_every_layout(layout):
+    table = task_table(layout)
+    assert validate_data(table) == []
+    missing = {**table, "train": "data/missing.jsonl"}
+    assert validate_data(missing) == [run_error(missing)] == ["task.train: no such file: data/missing.jsonl"]
+    wrong_prompt = {**table, "prompt_field": "questoin"}
+    (train, evals) = validate_data(wrong_prompt)
+    assert train == evals == run_error(wrong_prompt)  # the same file: the same line the run gives
+    assert train.startswith(f"{table['train']}:1: missing field 'questoin' (fields: ")  # file and line (or row)
+    wrong_answer = {**table, "answer_field": "solutoin"}
+    (line,) = validate_data(wrong_answer)  # train rows need no answer; eval rows do
+    assert line == run_error(wrong_answer) and "missing field 'solutoin'; eval rows need answers (fields" in line
+
+
+def test_validate_reads_dotted_paths_chat_messages_and_images(tmp_path):
+    from PIL import Image
+
+    Image.new("RGB", (4, 4)).save(tmp_path / "ok.png")
+    rows = [{"prompt": [{"role": "user", "content": "count"}], "reward_model": {"ground_truth": "3"}, "image": "ok.png"},
+            {"prompt": [{"role": "system", "content": "s"}], "reward_model": {"ground_truth": "3"}, "image": "gone.png"}]
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    task = {"type": "jsonl", "train": str(tmp_path / "rows.jsonl"), "prompt_field": "prompt",
+            "answer_field": "reward_model.ground_truth", "image_field": "image"}
+    assert validate_data(task, rows=1) == []  # only the first row read
+    (line,) = validate_data(task)
+    assert line.endswith("rows.jsonl:2: field 'prompt' is a conversation without a user turn (roles: system)")
+    assert validate_data({**task, "answer_field": "reward_model.truth", "eval": task["train"]}, rows=1) == [
+        f"{tmp_path}/rows.jsonl:1: missing field 'reward_model.truth'; eval rows need answers (fields of "
+        "'reward_model': ground_truth)"]
+    rows[0]["image"] = "gone.png"
+    (tmp_path / "rows.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    (line,) = validate_data(task)
+    assert line.endswith("rows.jsonl:1: image 'gone.png' (field 'image'): no such file " + str(tmp_path / "gone.png"))
+
+
+def test_validate_checks_a_saved_datasetdict_split(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    rows = {"question": ["1+2="], "answer": ["#### 3"]}
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict(rows)}).save_to_disk(str(tmp_path / "gsm8k"))
+    assert validate_data({"type": "jsonl", "train": f"{tmp_path}/gsm8k::train"}) == []
+    (line,) = validate_data({"type": "jsonl", "train": f"{tmp_path}/gsm8k::test"})
+    assert line.startswith("task.train: ") and "has no split 'test'; its splits: train" in line
