@@ -8,6 +8,7 @@ others only where its name says. The claims each protocol tests are in recipes/p
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parent.parent / "recipes" / "paper"
@@ -37,7 +38,7 @@ def toml_value(v):
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, str):
-        return f'"{v}"'
+        return json.dumps(v)  # a TOML basic string: quotes, backslashes and newlines escaped
     if isinstance(v, float):
         return repr(v)
     if isinstance(v, list):
