@@ -55,10 +55,16 @@ def _build_for_inspection(args, extra: list[str]):
 
 
 def cmd_eval(args) -> int:
-
     extra = [f"eval.k={args.k}"] if args.k else []
     extra += [f"eval.size={args.size}"] if args.size is not None else []
     run = _build_for_inspection(args, extra)
+    try:
+        return _eval(run, args)
+    finally:
+        run.close()  # engine processes (a vllm sampler's) end with the command
+
+
+def _eval(run, args) -> int:
     ev = run.spec.eval
     settings = {"prompts": len(run.eval_prompts), "k": ev.k, "temperature": ev.temperature,
                 "greedy": "temperature 0 (argmax), 1 sample",
@@ -98,13 +104,19 @@ def _print_matrices(cohort) -> None:
 
 
 def cmd_cohort(args) -> int:
-
-    from corl.runtime.cohort import label_disagreement, rank_cohorts
-    from corl.runtime.evaluation import votes_of
-
     if args.prompts < 1:
         raise CorlError(f"--prompts {args.prompts}: must be at least 1")
     run = _build_for_inspection(args, [])
+    try:
+        return _cohort(run, args)
+    finally:
+        run.close()
+
+
+def _cohort(run, args) -> int:
+    from corl.runtime.cohort import label_disagreement, rank_cohorts
+    from corl.runtime.evaluation import votes_of
+
     if len(run.agents) < 2:
         raise CorlError("corl cohort needs at least two candidate agents in the recipe (or --model NAME=PATH twice)")
     prompts = run.train[: args.prompts]
