@@ -5,7 +5,9 @@ import os
 import tempfile
 import textwrap
 
-from corl.sandbox import Limits, Outcome, Program, Sandbox
+import pytest
+
+from corl.sandbox import Limits, Outcome, Program, Sandbox, isolation
 
 FAST = Limits(wall_seconds=1.0, cpu_seconds=1.0, memory_mb=256)
 BENIGN = Program("x * 2 + 1", (1, 2))
@@ -27,3 +29,16 @@ def run_hostile(source: str, sandbox: Sandbox | None = None, *, before: Program 
         assert [o.output or o.error for o in benign] == ["3", "5"]
     assert _leftovers() == left  # nothing the program wrote survives
     return result[0]
+
+
+#: the outer layers a test can ask for, and what isolation() says for each: bubblewrap, the fallback
+#: without it (unshare, the worker's own view), and a plain process (the worker's own view)
+OUTERS = {"bubblewrap": (True, "bubblewrap"), "unshare": ("unshare", "unshare"), "plain": (False, "none")}
+
+
+def sandbox_for(outer: str, limits: Limits = FAST, **options) -> Sandbox:
+    """A sandbox with the ``outer`` layer of :data:`OUTERS`; the test is skipped where it does not start."""
+    isolate, name = OUTERS[outer]
+    if isolation(isolate).outer != name:
+        pytest.skip(f"no {name} outer layer on this machine")
+    return Sandbox(limits, isolate=isolate, **options)
