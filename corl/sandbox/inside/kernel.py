@@ -12,14 +12,18 @@ import os
 import struct
 import sys
 
-#: the C library; a function is looked up on each call (``_libc["name"]``), never kept on the handle,
-#: so the handle a program may find holds no resolved function: any lookup is an audited dlsym
+#: the C library; a function is looked up with ``_libc["name"]``, never kept on the handle, so the
+#: handle a program may find holds no resolved function: any lookup is an audited dlsym
 _libc = ctypes.CDLL(None, use_errno=True)
+#: the functions looked up so far, until :func:`forget` empties it
+_functions: dict = {}
 
 
 def _call(name: str, *args) -> int:
-    function = _libc[name]
-    function.restype = ctypes.c_long if name == "syscall" else ctypes.c_int
+    function = _functions.get(name)
+    if function is None:
+        function = _functions[name] = _libc[name]
+        function.restype = ctypes.c_long if name == "syscall" else ctypes.c_int
     return function(*args)
 
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP = 1, 4, 38, 22
@@ -118,6 +122,7 @@ def forget() -> None:
     """Before a program runs in this process: the ctypes package's own names dropped (``cast``,
     ``memmove``, ``CFUNCTYPE``, ``CDLL``: native memory and calls that no audit event announces), so
     that no module a program finds (``sys.modules``, a function's ``__globals__``) hands it one."""
+    _functions.clear()
     for name in [m for m in sys.modules if m == "ctypes" or m.startswith(("ctypes.", "_ctypes"))]:
         module = sys.modules.pop(name)
         if not name.startswith("_"):  # the Python package; _ctypes's own dict is the C module's

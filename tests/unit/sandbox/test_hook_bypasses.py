@@ -153,3 +153,21 @@ def test_past_the_hook(attack, hook, outer):
 def test_odd_names_are_refused(outer, source):
     outcome = run_hostile(source, sandbox_for(outer, ROOM))
     assert outcome.error in {"forbidden", "crash:TypeError"} and not outcome.ok
+
+
+@pytest.mark.parametrize("outer", ["bubblewrap", "unshare"])
+def test_no_resolved_native_function_is_left_where_a_program_can_look(outer):
+    # a ctypes function pointer is called with no audit event: none may wait in a module or on a handle
+    outcome = run_hostile("""
+        import sys
+        def f(x):
+            found = []
+            for module in list(sys.modules.values()):
+                for value in list(vars(module).values()) + [v for d in vars(module).values() if isinstance(d, dict)
+                                                            for v in list(d.values())]:
+                    if hasattr(type(value), "restype") or any(hasattr(type(v), "restype")
+                                                               for v in list(getattr(value, "__dict__", {}).values())):
+                        found.append(repr(value)[:60])
+            return found
+    """, sandbox_for(outer, ROOM))
+    assert outcome.output == "[]"
