@@ -10,17 +10,21 @@ runs; the batch of 1 is the latency of one program, the worker's start included.
 
 * ``all``: every layer this machine allows (:func:`corl.sandbox.isolation`);
 * ``-<layer>``: the same without one child layer (``Sandbox(without=...)``);
-* ``no bubblewrap``: the worker as a plain process, the child's layers still on;
-* ``rlimits only``: no outer layer and no child layer but the rlimits (about what the sandbox was
-  before issue 21, without its namespaces).
+* ``unshare``: the fallback without bubblewrap (``isolate="unshare"``: the worker builds its view);
+* ``no bubblewrap``: the worker as a plain process (its view and the child's layers still on);
+* ``rlimits only``: no outer layer, no view and no child layer but the rlimits (about what the
+  sandbox was before issue 21, without its namespaces).
 
 On a shared machine the figures move with its load; the configurations alternate within each
-repeat so that they see the same load.
+repeat so that they see the same load, and the load average is printed with each table. A
+program that fails (a timeout on a loaded machine, say) is counted and reported under the table,
+not fatal: its batch's time still counts.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import statistics
 import time
@@ -44,9 +48,15 @@ def configurations() -> dict[str, Sandbox]:
     for layer in CHILD_LAYERS:
         if layer in layers:
             found[f"-{layer}"] = Sandbox(without=(layer,))
+    if isolation("unshare").outer == "unshare":
+        found["unshare"] = Sandbox(isolate="unshare")
     found["no bubblewrap"] = Sandbox(isolate=False)
-    found["rlimits only"] = Sandbox(isolate=False, without=CHILD_LAYERS)
+    found["rlimits only"] = Sandbox(isolate=False, without=(*CHILD_LAYERS, "view"))
     return found
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def main() -> None:
@@ -58,7 +68,7 @@ def main() -> None:
     args = parser.parse_args()
     found = isolation()
     print(f"outer layer: {found.outer}; layers: {', '.join(found.layers)}; missing: {', '.join(found.missing) or '-'}")
-    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; {args.inputs} inputs per program")
+    print(f"{os.cpu_count()} CPUs, {load()}; {args.inputs} inputs per program")
     sizes = [int(s) for s in args.sizes.split(",")]
     sandboxes = configurations()
     with warnings.catch_warnings():  # a configuration without a layer is expected to lack it
@@ -66,9 +76,9 @@ def main() -> None:
         for sandbox in sandboxes.values():  # probe and warm up outside the timings
             sandbox.run(programs(2, args.inputs, "expression"))
     for mode in args.mode.split(","):
-        print(f"\n{mode}: programs/s by batch size (ms for a batch of 1)")
-        print(f"{'layers':<16}" + "".join(f"{size:>10}" for size in sizes))
+        before = load()
         times = {(name, size): [] for name in sandboxes for size in sizes}
+        failed: dict[str, collections.Counter] = {name: collections.Counter() for name in sandboxes}
         for size in sizes:
             batch = programs(size, args.inputs, mode)
             for _ in range(args.repeat):
@@ -76,13 +86,19 @@ def main() -> None:
                     start = time.perf_counter()
                     results = sandbox.run(batch)
                     times[name, size].append(time.perf_counter() - start)
-                    assert all(o.ok for row in results for o in row), f"a benchmark program failed under {name}"
+                    failed[name].update(o.error for row in results for o in row if not o.ok)
+        print(f"\n{mode}: programs/s by batch size (ms for a batch of 1); {before} at the start, {load()} at the end")
+        print(f"{'layers':<16}" + "".join(f"{size:>10}" for size in sizes))
         for name in sandboxes:
             cells = []
             for size in sizes:
                 t = statistics.median(times[name, size])
                 cells.append(f"{1000 * t:>8.0f}ms" if size == 1 else f"{size / t:>10.0f}")
             print(f"{name:<16}" + "".join(cells))
+        for name, kinds in failed.items():
+            if kinds:
+                print(f"  {name}: {sum(kinds.values())} program inputs failed ("
+                      + ", ".join(f"{kind} x{n}" for kind, n in kinds.most_common()) + ")")
 
 
 if __name__ == "__main__":

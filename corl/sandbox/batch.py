@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import selectors
 import time
@@ -11,7 +10,13 @@ from typing import Any, Literal
 
 import attrs
 
+from corl.errors import ConfigError
+
 from . import outer
+from .inside import lines
+
+#: the recipe key (of a code task) that lets programs run as root where nothing else can be had
+UNSAFE_KEY = "task.unsafe_run_as_root"
 
 
 @attrs.frozen
@@ -46,8 +51,10 @@ class Program:
 class Outcome:
     """One input's result: ``output`` (the canonical string of the value) or ``error``, a kind:
     ``syntax``, ``no_function``, ``crash:<Exception>``, ``crash:exit``, ``crash:signal<N>``,
-    ``timeout``, ``memory``, ``output_limit``, ``forbidden`` (refused by the audit hook or the
-    kernel's seccomp filter), ``killed``, ``sandbox`` (the sandbox itself failed)."""
+    ``timeout``, ``memory``, ``output_limit``, ``bad_output`` (a result that is not one: a line the
+    program wrote to its result channel itself, a value whose text holds a NUL or a lone surrogate),
+    ``forbidden`` (refused by the audit hook or the kernel's seccomp filter), ``killed``, ``sandbox``
+    (the sandbox itself failed)."""
 
     output: str | None = None
     error: str | None = None
@@ -58,34 +65,55 @@ class Outcome:
 
 
 #: error kinds that say more about the machine than about the program's behaviour
-RESOURCE_ERRORS = frozenset({"timeout", "memory", "output_limit", "forbidden", "killed", "sandbox"})
+RESOURCE_ERRORS = frozenset({"timeout", "memory", "output_limit", "bad_output", "forbidden", "killed", "sandbox"})
 
 
 class Sandbox:
     """Runs batches of :class:`Program`, ``parallel`` at a time (0: two per CPU).
 
-    ``isolate=False`` starts the worker as a plain process (no bubblewrap, no namespaces; a child's
-    own layers still apply). ``without`` names child layers to leave off (``seccomp``, ``uid``,
-    ``private-tmp``, ``audit-hook``): for measuring what each costs and testing the ones beneath
-    it, never for running untrusted code.
+    ``isolate=False`` starts the worker as a plain process (no bubblewrap, no network or PID
+    namespace; the worker's own view and a child's own layers still apply where the machine allows
+    them); ``"bubblewrap"``, ``"unshare"`` or ``"none"`` ask for that outer layer only. ``without``
+    names layers to leave off (``seccomp``, ``uid``, ``private-tmp``, ``audit-hook``, and ``view``
+    outside bubblewrap): for measuring what each costs and testing the ones beneath it, never for
+    running untrusted code.
+
+    Where programs would run as root (the parent is root and no uid of their own holds: no
+    bubblewrap, and no view in which the programs' uids can read the Python installation),
+    :meth:`check` and :meth:`run` refuse, unless ``unsafe_run_as_root``.
     """
 
-    def __init__(self, limits: Limits = Limits(), *, isolate: bool = True, parallel: int = 0,
-                 without: Sequence[str] = ()):
+    def __init__(self, limits: Limits = Limits(), *, isolate: bool | str = True, parallel: int = 0,
+                 without: Sequence[str] = (), unsafe_run_as_root: bool = False):
+        outer.outer_layers(isolate)  # a misspelt outer layer fails here, not at the first batch
         self.limits, self.isolate, self.without = limits, isolate, frozenset(without)
+        self.unsafe_run_as_root = unsafe_run_as_root
         # children at once; 0: two per CPU (a child spends much of its life waiting to be scheduled)
         self.parallel = parallel or 2 * (os.cpu_count() or 1)
+
+    def check(self) -> outer.Plan:
+        """The plan batches run under; raises :class:`~corl.errors.ConfigError` where it would run
+        programs as root and ``unsafe_run_as_root`` is off."""
+        plan = outer.plan(self.isolate)
+        if outer.as_root(plan) and not self.unsafe_run_as_root:
+            install = "" if plan.outer == "bubblewrap" else "install bubblewrap (apt-get install bubblewrap), "
+            raise ConfigError(
+                f"{UNSAFE_KEY}: the code sandbox cannot give programs a uid of their own here (outer layer "
+                f"{plan.outer}, layers {', '.join(plan.layers) or 'none'}), so they would run as root; {install}run "
+                f"as a user that is not root, or set {UNSAFE_KEY} = true to run them as root anyway")
+        return plan
 
     def run(self, programs: Sequence[Program]) -> list[list[Outcome]]:
         """Every program's outcome per input, in order. One worker process for the whole batch."""
         if not programs:
             return []
-        plan = outer.plan(self.isolate)
-        folder = None if plan.folder else outer.new_folder()
+        plan = self.check()
+        view = "view" in plan.layers and "view" not in self.without
+        host = None if plan.outer == "bubblewrap" else outer.new_folder()
         chars = self.limits.output_chars
         settings = {"limits": attrs.asdict(self.limits), "parallel": self.parallel, "jobs": len(programs),
                     "layers": [layer for layer in plan.layers if layer not in self.without], "uids": plan.uids,
-                    "folder": plan.folder or folder, "outer": plan.outer}
+                    "outer": plan.outer, **plan.where(host, view)}
         request = outer.frame(settings) + b"".join(
             outer.frame({"source": p.source, "inputs": list(p.inputs), "mode": p.mode, "entry": p.entry})
             for p in programs)
@@ -93,7 +121,7 @@ class Sandbox:
         cap = sum(len(p.inputs) * (12 * chars + 64) + 256 for p in programs)
         budget = 10.0 + len(programs) * (self.limits.wall_seconds + 0.5) / min(self.parallel, len(programs))
         try:
-            proc = plan.start(folder)
+            proc = plan.start(host)
             try:
                 out = _exchange(proc, request, cap, time.monotonic() + budget, len(programs))
             finally:
@@ -104,8 +132,7 @@ class Sandbox:
         except OSError:
             out = b""
         finally:
-            if folder:
-                outer.remove(folder)
+            outer.remove(host)
         return _results(out, programs, chars)
 
 
@@ -138,18 +165,15 @@ def _exchange(proc, request: bytes, cap: int, deadline: float, lines: int) -> by
 
 
 def _results(out: bytes, programs: Sequence[Program], chars: int) -> list[list[Outcome]]:
-    """One program's line, the first for its index that is well formed; ``sandbox`` for the rest."""
+    """One program's line, the first for its index that is well formed (:func:`.lines.parse_row`: every
+    text round-trips); ``sandbox`` for the rest."""
     results: list[list[Outcome] | None] = [None] * len(programs)
     for line in out.split(b"\n"):
-        try:
-            row = json.loads(line)
-            i, values = row["i"], row["results"]
-        except (ValueError, KeyError, TypeError):
+        row = lines.parse_row(line)
+        if row is None:
             continue
-        if not (isinstance(i, int) and 0 <= i < len(programs) and results[i] is None and isinstance(values, list)
-                and len(values) == len(programs[i].inputs)):
-            continue
-        if all(isinstance(v, list) and len(v) == 2 and isinstance(v[0], bool) and isinstance(v[1], str)
-               and len(v[1]) <= chars for v in values):
-            results[i] = [Outcome(output=v) if ok else Outcome(error=v) for ok, v in values]
+        i, values = row
+        if i < len(programs) and results[i] is None and len(values) == len(programs[i].inputs) and all(
+                len(text) <= chars for _, text in values):
+            results[i] = [Outcome(output=text) if ok else Outcome(error=text) for ok, text in values]
     return [r if r is not None else [Outcome(error="sandbox")] * len(p.inputs) for r, p in zip(results, programs)]

@@ -1,18 +1,24 @@
 """The outer layer: the process a batch's worker runs in, and which layers this machine allows.
 
 Best first, the first that starts is used (once per process, by a probe that also tries each of a
-child's layers; :func:`isolation` says what came out of it):
+child's layers; :func:`isolation` says what came out of it, and the ``corl`` logger says it once):
 
 * **bubblewrap** (``bwrap``): a user namespace (programs hold capabilities, if at all, over the
-  sandbox's own objects only), fresh PID, network (nothing but a down loopback), IPC, UTS and
-  cgroup namespaces; a file system view that holds ``/usr``, the Python installation and the
-  worker's code, all read-only, a read-only ``/tmp``, a tmpfs for the batch's folders, a ``/proc``
-  of the sandbox's own processes and a minimal read-only ``/dev``; no environment but ``PATH``,
-  ``LANG`` and ``PYTHONHASHSEED``. The worker is PID 1; everything dies with the parent. Run as
-  root, the user namespace maps the programs' uids to host uids of their own (:data:`HOST_UIDS`):
-  a program that got out would be nobody on the host;
-* **unshare**: fresh network and PID namespaces only (the host's file system stays in view);
-* **none**: the worker runs as a plain process.
+  sandbox's own objects only), fresh PID, network (nothing but a down loopback), IPC, UTS (host
+  name ``corl-sandbox``) and cgroup namespaces; the **view**: a file system that holds ``/usr``,
+  the Python installation and the worker's code, all read-only, a read-only ``/tmp``, a tmpfs for
+  the batch's folders, a ``/dev`` of ``null``, ``zero`` and ``urandom`` only, and no ``/proc`` or
+  ``/sys``; no environment but ``PATH``, ``LANG`` and ``PYTHONHASHSEED``. The worker is PID 1;
+  everything dies with the parent. Run as root, the user namespace maps the programs' uids to host
+  uids of their own (:data:`HOST_UIDS`): a program that got out would be nobody on the host;
+* **unshare**: fresh network and PID namespaces; the worker builds the same view itself
+  (:mod:`.inside.view`), where it may (root, or a user namespace of its own);
+* **none**: the worker starts as a plain process (``Sandbox(isolate=False)``), and builds the view
+  where it may.
+
+Without the view, a uid of their own needs the standard library readable to other uids; where
+that fails too and the parent is root, programs would run as root: :class:`~corl.sandbox.Sandbox`
+refuses that unless told ``unsafe_run_as_root``.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import compileall
 import functools
 import json
+import logging
 import os
 import select
 import shutil
@@ -36,16 +43,23 @@ import attrs
 HOST_UIDS = (1_800_000_000, 65536)
 _INSIDE = Path(__file__).with_name("inside")
 _BOOT = "from inside.worker import main; main()"
-#: the batch's folder inside bubblewrap (each program's own tmpfs goes on it): a path no host file is under
+#: the batch's folder inside the view (each program's own tmpfs goes on it): a path no host file is under
 _FOLDER = "/sandbox/work"
+_FOLDER_BYTES = 64 * 2**20
+#: the host name programs see (a UTS namespace of the sandbox's own), so the machine's stays unknown
+HOSTNAME = "corl-sandbox"
+#: the only devices in the view
+_DEVICES = ("null", "zero", "urandom")
 #: the whole environment of the worker (no -E: PYTHONHASHSEED must count, and nothing else is there)
 _ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
 _UNSHARE = (("unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child"),
             ("unshare", "--user", "--map-root-user", "--net", "--pid", "--fork", "--mount-proc", "--kill-child"))
 #: every layer, and what is lost without it
 LAYERS = {
-    "bubblewrap": "bubblewrap (apt-get install bubblewrap): programs see the machine's file system, and without "
-                  "unshare its network and processes too",
+    "bubblewrap": "bubblewrap (apt-get install bubblewrap): without unshare, programs see the machine's network "
+                  "and processes",
+    "view": "a view of its own (/usr and the Python installation only, no /proc, three devices): programs see the "
+            "machine's file system, /dev, /proc and host name",
     "read-only": "a read-only file system: programs can write wherever their uid may",
     "private-tmp": "a private tmpfs per program: no quota on the files a program writes, and programs of a batch "
                    "can see each other's folders",
@@ -74,11 +88,20 @@ class Plan:
     outer: str
     prefix: tuple[str, ...]
     uids: tuple[int, int] | None  # (first, count) of the uids programs may take, as the worker sees them
-    folder: str | None  # the batch's folder inside the sandbox; None: a fresh host folder per batch
     map_uids: bool = False  # the parent writes the user namespace's uid map (root under bubblewrap)
     layers: tuple[str, ...] = ()
 
-    def start(self, folder: str | None) -> subprocess.Popen:
+    def where(self, host: str | None, view: bool) -> dict:
+        """The worker's settings that say where the batch's folders are: in bubblewrap's view, in the
+        view the worker builds on ``host`` (an empty host folder), or in ``host`` itself."""
+        if self.outer == "bubblewrap":
+            return {"folder": _FOLDER, "viewed": True}
+        if view:
+            return {"folder": _FOLDER, "view": {"stage": host, "entries": _view(), "folder": _FOLDER,
+                                                "folder_bytes": _FOLDER_BYTES, "hostname": HOSTNAME}}
+        return {"folder": host}
+
+    def start(self, host: str | None) -> subprocess.Popen:
         """The worker process, its stdin and stdout pipes open; the caller writes the request."""
         python = os.path.realpath(sys.executable)
         env = {**_ENV, "PYTHONPATH": "/sandbox" if self.outer == "bubblewrap" else str(_INSIDE.parent)}
@@ -87,7 +110,7 @@ class Plan:
             command = [*self.prefix, *(a for k, v in env.items() for a in ("--setenv", k, v)), "--", python,
                        "-s", "-S", "-P", "-c", _BOOT]
         if not self.map_uids:
-            return subprocess.Popen(command, cwd=folder or "/", env=env, stdin=subprocess.PIPE,
+            return subprocess.Popen(command, cwd=host or "/", env=env, stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
         info_read, info_write = os.pipe()
         block_read, block_write = os.pipe()
@@ -148,24 +171,43 @@ def kill(proc: subprocess.Popen) -> None:
             pass
 
 
-def _bwrap_prefix() -> tuple[str, ...]:
+@functools.cache
+def _view() -> tuple[tuple[str, str, str], ...]:
+    """What programs see of the machine, as ``(how, source, target)``: ``bind`` (read-only), ``link``
+    (a symbolic link to ``source``) or ``device``; bubblewrap and the worker's own view build the same."""
     python = Path(os.path.realpath(sys.executable))
-    binds = ["--ro-bind", "/usr", "/usr"]
+    entries = [("bind", "/usr", "/usr")]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):  # merged /usr: links; else folders of their own
         if os.path.islink(top):
-            binds += ["--symlink", os.readlink(top), top]
+            entries.append(("link", os.readlink(top), top))
         elif os.path.isdir(top):
-            binds += ["--ro-bind", top, top]
+            entries.append(("bind", top, top))
     for path in sorted({os.path.realpath(p) for p in (sys.base_prefix, sys.base_exec_prefix, python.parent.parent)}):
         if not (path == "/usr" or path.startswith("/usr/")):
-            binds += [*_folders_to(path), "--ro-bind", path, path]
+            entries.append(("bind", path, path))
+    if os.path.isfile("/etc/ld.so.cache"):
+        entries.append(("bind", "/etc/ld.so.cache", "/etc/ld.so.cache"))
+    entries.append(("bind", str(_INSIDE), "/sandbox/inside"))
+    entries += [("device", f"/dev/{name}", f"/dev/{name}") for name in _DEVICES]
+    return tuple(entries)
+
+
+def _bwrap_prefix() -> tuple[str, ...]:
+    view = []
+    for how, source, target in _view():
+        if how == "link":
+            view += ["--symlink", source, target]
+        elif how == "bind":
+            view += [*_folders_to(target), "--ro-bind", source, target]
+        else:
+            view += ["--dev-bind", source, target]
+    first_device = view.index("--dev-bind")
+    view[first_device:first_device] = ["--tmpfs", "/dev"]  # no /proc, no /sys: not mounted at all
     return (shutil.which("bwrap"), "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
-            "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--as-pid-1",
-            "--uid", "0", "--gid", "0", "--cap-drop", "ALL",
+            "--unshare-uts", "--unshare-cgroup-try", "--hostname", HOSTNAME, "--die-with-parent", "--new-session",
+            "--as-pid-1", "--uid", "0", "--gid", "0", "--cap-drop", "ALL",
             *(a for cap in ("SYS_ADMIN", "SETUID", "SETGID", "SETPCAP", "KILL", "CHOWN") for a in ("--cap-add", f"CAP_{cap}")),
-            *binds, "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
-            *_folders_to("/sandbox/inside"), "--ro-bind", str(_INSIDE), "/sandbox/inside", "--proc", "/proc", "--dev", "/dev",
-            "--dir", "/tmp", "--size", str(64 * 2**20), "--tmpfs", _FOLDER, "--remount-ro", "/dev",
+            *view, "--dir", "/tmp", "--size", str(_FOLDER_BYTES), "--tmpfs", _FOLDER, "--remount-ro", "/dev",
             "--remount-ro", "/", "--clearenv", "--chdir", _FOLDER)
 
 
@@ -176,28 +218,44 @@ def _folders_to(path: str) -> list[str]:
     return [a for folder in above for a in ("--perms", "0755", "--dir", folder)]
 
 
-def _plans(isolate: bool) -> list[Plan]:
+#: the outer layers ``isolate`` may ask for, best first
+OUTERS = ("bubblewrap", "unshare", "none")
+
+
+def outer_layers(isolate: bool | str) -> tuple[str, ...]:
+    """``True``: every outer layer, best first; ``False``: a plain process; a name: that one only."""
+    if isolate is True or isolate is False:
+        return OUTERS if isolate else ("none",)
+    if isolate not in OUTERS:
+        raise ValueError(f"isolate: {isolate!r} is not true, false or one of {', '.join(OUTERS)}")
+    return (isolate,)
+
+
+def _plans(isolate: bool | str) -> list[Plan]:
     root = os.geteuid() == 0
     host_uids = HOST_UIDS if root else None
-    plans = []
-    if isolate and shutil.which("bwrap"):
+    outers, plans = outer_layers(isolate), []
+    if "bubblewrap" in outers and shutil.which("bwrap"):
         if root:
-            plans.append(Plan("bubblewrap", _bwrap_prefix(), (1, HOST_UIDS[1]), _FOLDER, map_uids=True))
-        plans.append(Plan("bubblewrap", _bwrap_prefix(), None, _FOLDER))
-    if isolate and shutil.which("unshare"):
-        plans += [Plan("unshare", prefix, host_uids, None) for prefix in _UNSHARE]
-    return plans + [Plan("none", (), host_uids, None)]
+            plans.append(Plan("bubblewrap", _bwrap_prefix(), (1, HOST_UIDS[1]), map_uids=True))
+        plans.append(Plan("bubblewrap", _bwrap_prefix(), None))
+    if "unshare" in outers and shutil.which("unshare"):
+        plans.append(Plan("unshare", _UNSHARE[0], host_uids))
+        plans.append(Plan("unshare", _UNSHARE[1], None))  # a user namespace: the worker is root in it only
+    if "none" in outers:
+        plans.append(Plan("none", (), host_uids))
+    return plans
 
 
 def _probe(plan: Plan) -> tuple[str, ...] | None:
     """The layers a child gets under ``plan``, or None when the worker does not start."""
-    folder = None if plan.folder else new_folder()
+    host = None if plan.outer == "bubblewrap" else new_folder()
     try:
-        proc = plan.start(folder)
+        proc = plan.start(host)
     except OSError:
-        remove(folder)
+        remove(host)
         return None
-    settings = {"probe": True, "uids": plan.uids, "folder": plan.folder or folder, "outer": plan.outer,
+    settings = {"probe": True, "uids": plan.uids, "outer": plan.outer, **plan.where(host, view=True),
                 "limits": {"file_mb": 1.0, "cpu_seconds": 5.0, "memory_mb": 512, "output_chars": 64}}
     try:
         out, _ = proc.communicate(frame(settings), timeout=30)
@@ -207,34 +265,46 @@ def _probe(plan: Plan) -> tuple[str, ...] | None:
     finally:
         kill(proc)
         proc.wait()
-        remove(folder)
+        remove(host)
 
 
 @functools.cache
-def plan(isolate: bool = True) -> Plan:
+def plan(isolate: bool | str = True) -> Plan:
     """The best plan that works here (probed once per process), with the layers it gives."""
     compileall.compile_dir(_INSIDE, quiet=2)  # the worker cannot write its bytecode (read-only), so here
     for candidate in _plans(isolate):
         layers = _probe(candidate)
         if layers is not None:
             if candidate.outer == "bubblewrap":
-                layers = ("bubblewrap", *layers)
+                layers = ("bubblewrap", "view", *layers)
             chosen = attrs.evolve(candidate, layers=layers)
             break
-    else:  # not even a plain process: the worker cannot start (every run will say "sandbox")
-        chosen = Plan("none", (), None, None, layers=())
-    missing = tuple(text for name, text in LAYERS.items() if name not in chosen.layers
-                    and (isolate or name != "bubblewrap"))
+    else:  # not even a plain process: the worker cannot start, or not with the outer layer asked for
+        chosen = Plan(outer_layers(isolate)[-1], (), None, layers=())
+    missing = _missing(isolate, chosen)
+    logging.getLogger("corl.sandbox").info(
+        "sandbox: outer layer %s; layers %s; missing %s%s", chosen.outer, ", ".join(chosen.layers) or "none",
+        ", ".join(missing) or "none", "; programs would run as root" if as_root(chosen) else "")
     if missing:
-        warnings.warn("corl sandbox: running without " + "; without ".join(missing), RuntimeWarning, stacklevel=3)
+        warnings.warn("corl sandbox: running without " + "; without ".join(LAYERS[name] for name in missing),
+                      RuntimeWarning, stacklevel=3)
     return chosen
 
 
-def isolation(isolate: bool = True) -> Isolation:
+def _missing(isolate: bool | str, chosen: Plan) -> tuple[str, ...]:
+    outside = outer_layers(isolate)[0] == "bubblewrap"  # without bubblewrap by request, its absence is no news
+    return tuple(name for name in LAYERS if name not in chosen.layers and (outside or name != "bubblewrap"))
+
+
+def as_root(chosen: Plan) -> bool:
+    """Whether programs would run as root: the parent is, and no uid of their own holds."""
+    return os.geteuid() == 0 and "uid" not in chosen.layers
+
+
+def isolation(isolate: bool | str = True) -> Isolation:
     """What holds here: the outer layer, the layers every program gets, and what is missing."""
     chosen = plan(isolate)
-    missing = tuple(name for name in LAYERS if name not in chosen.layers and (isolate or name != "bubblewrap"))
-    return Isolation(chosen.outer, chosen.layers, missing)
+    return Isolation(chosen.outer, chosen.layers, _missing(isolate, chosen))
 
 
 def frame(record) -> bytes:

@@ -49,9 +49,9 @@ class CodeVerifier:
     bounded = True  # the sandbox enforces its own limits; no SIGALRM around it
 
     def __init__(self, mode: Literal["expression", "function"] = "expression", entry: str = "f",
-                 limits: Limits | None = None, *, isolate: bool = True):
+                 limits: Limits | None = None, *, isolate: bool = True, unsafe_run_as_root: bool = False):
         self.mode, self.entry = mode, entry
-        self.sandbox = Sandbox(limits or Limits(), isolate=isolate)
+        self.sandbox = Sandbox(limits or Limits(), isolate=isolate, unsafe_run_as_root=unsafe_run_as_root)
         self.programs_run = 0
 
     def extract(self, text: str) -> Hashable | None:

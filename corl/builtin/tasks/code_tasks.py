@@ -27,7 +27,20 @@ def _sandbox_fields():
             "help": "wall-clock seconds one program may take over all its test inputs (sandbox)"}),
         "memory_mb": attrs.field(default=512, validator=attrs.validators.ge(64), metadata={
             "help": "address space one program may use, MiB (sandbox)"}),
+        "unsafe_run_as_root": attrs.field(default=False, metadata={
+            "help": "UNSAFE: where the sandbox cannot give each program a uid of its own (root, no bubblewrap, and "
+                    "no view of its own in the fallback), run the programs as root anyway instead of refusing to "
+                    "start (docs/code-tasks.md, 'What it does not protect against')"}),
     }
+
+
+def _verifier(mode, config) -> CodeVerifier:
+    """The task's verifier, its sandbox set from the task's keys; refuses here, before any model loads,
+    where programs would run as root unasked."""
+    limits = Limits(wall_seconds=config.wall_seconds, memory_mb=config.memory_mb)
+    verifier = CodeVerifier(mode, "f", limits, unsafe_run_as_root=config.unsafe_run_as_root)
+    verifier.sandbox.check()
+    return verifier
 
 
 def _split(pool: list, config, kind_names) -> dict[str, tuple[Prompt, ...]]:
@@ -61,6 +74,7 @@ class ExpressionsConfig:
     seed: int = attrs.field(default=1234, metadata={"help": "which problems fall in which split"})
     wall_seconds: float = _sandbox_fields()["wall_seconds"]
     memory_mb: int = _sandbox_fields()["memory_mb"]
+    unsafe_run_as_root: bool = _sandbox_fields()["unsafe_run_as_root"]
 
 
 def _term(coef: int, body: str) -> str:
@@ -95,8 +109,7 @@ class ExpressionsTask:
     missing_split = staticmethod(missing_sized_split)  # a trait (corl.protocols.TaskTraits)
 
     def __init__(self, config: ExpressionsConfig, ctx=None):
-        self.verifier = CodeVerifier("expression", limits=Limits(wall_seconds=config.wall_seconds,
-                                                                 memory_mb=config.memory_mb))
+        self.verifier = _verifier("expression", config)
         rng = random.Random(config.seed)
         functions: list[tuple[Callable[[int], int], list[str]]] = []
         for kind in dict.fromkeys(config.kinds):
@@ -159,6 +172,7 @@ class PythonFunctionsConfig:
     seed: int = attrs.field(default=1234, metadata={"help": "which problems fall in which split"})
     wall_seconds: float = _sandbox_fields()["wall_seconds"]
     memory_mb: int = _sandbox_fields()["memory_mb"]
+    unsafe_run_as_root: bool = _sandbox_fields()["unsafe_run_as_root"]
 
 
 def reference_outputs(source: str, inputs: tuple) -> tuple[str, ...]:
@@ -175,8 +189,7 @@ class PythonFunctionsTask:
     missing_split = staticmethod(missing_sized_split)  # a trait (corl.protocols.TaskTraits)
 
     def __init__(self, config: PythonFunctionsConfig, ctx=None):
-        self.verifier = CodeVerifier("function", "f", Limits(wall_seconds=config.wall_seconds,
-                                                             memory_mb=config.memory_mb))
+        self.verifier = _verifier("function", config)
         pool = []
         for name, spec, source, values, inputs in _TEMPLATES:
             if name not in config.templates:

@@ -7,27 +7,30 @@ go on ends the child with :data:`SANDBOX_EXIT` rather than run the program with 
 * descriptors: 0-2 on ``/dev/null``, the result channel on 3, every other one closed (the worker's
   own channel to the parent and the other children's pipes are out of reach);
 * ``read-only`` + ``private-tmp``: a mount namespace of its own, everything in it read-only, and
-  its folder a fresh tmpfs of ``file_mb`` (a quota on all it writes, seen by nobody else);
+  its folder a fresh tmpfs of ``file_mb`` (a quota on all it writes, seen by nobody else, nothing
+  on it executable);
 * ``uid``: a uid and gid of its own, never root, no supplementary groups (no signal, ptrace or
   /proc access between programs, or to the worker, even without seccomp);
 * no capabilities in any set, not dumpable (its /proc closed, no core file), rlimits (CPU, address
-  space, file size, 64 descriptors, no core; 64 threads where its uid is its own);
+  space, file size, 64 descriptors, no core, no locked memory, 64 queued signals; 64 threads where
+  its uid is its own);
 * ``seccomp``: the kernel's deny list (:mod:`.seccomp`);
 * ``audit-hook``: the early readable refusal (:mod:`.hook`), last, right before the program.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import sys
 
-from . import hook, kernel, seccomp
+from . import hook, kernel, lines, seccomp
 from .values import canonical
 
 #: exit status of a child whose layers could not all be put on: its program never ran
 SANDBOX_EXIT = 113
+#: exit status of a child whose run ended otherwise than by reporting every input: ``crash:exit``
+_CRASH_EXIT = 1
 _RESULT_FD = 3
 #: threads a program may have, where its uid is its own (RLIMIT_NPROC counts a uid's threads)
 _THREADS = 64
@@ -59,7 +62,10 @@ def main(job: dict, settings: dict, index: int, channel: int):
         folder = confine(settings, index, channel)
     except BaseException:  # noqa: BLE001 - fail closed: no program runs with fewer layers than promised
         os._exit(SANDBOX_EXIT)
-    run(job, settings["limits"], folder, "audit-hook" in settings["layers"])
+    try:
+        run(job, settings["limits"], folder, "audit-hook" in settings["layers"])
+    finally:  # never back into the worker's code that forked it (a program that closed its channel, say)
+        os._exit(_CRASH_EXIT)
 
 
 def uid_of(settings: dict, index: int) -> int | None:
@@ -87,8 +93,8 @@ def confine(settings: dict, index: int, channel: int, layers: set | None = None)
     if "private-tmp" in layers:
         folder = root
         kernel.own_mount_namespace()
-        if "read-only" in layers and settings.get("outer") != "bubblewrap":  # its view is read-only already
-            kernel.read_only_everywhere()
+        if "read-only" in layers and not settings.get("viewed"):  # bubblewrap's view or the worker's is read-only
+            kernel.read_only()
         kernel.tmpfs(folder, int(limits["file_mb"] * 2**20), owner, owner)
     else:
         folder = os.path.join(root, f"p{index}")
@@ -106,8 +112,7 @@ def confine(settings: dict, index: int, channel: int, layers: set | None = None)
     _limit(limits, threads="seccomp" in layers, own_uid=uid is not None)
     if "seccomp" in layers:
         kernel.seccomp(seccomp.program(os.uname().machine, os.getpid()))
-    for name in [m for m in sys.modules if m == "ctypes" or m.startswith(("ctypes.", "_ctypes"))]:
-        del sys.modules[name]  # so that a program's `import ctypes` is an import again, which the hook refuses
+    kernel.forget()  # a program's `import ctypes` is an import again, which the hook refuses
     return folder
 
 
@@ -117,7 +122,9 @@ def _limit(limits: dict, threads: bool, own_uid: bool) -> None:
     files = int(limits["file_mb"] * 2**20)
     values = [(resource.RLIMIT_CPU, (cpu, cpu + 1)), (resource.RLIMIT_AS, (memory, memory)),
               (resource.RLIMIT_FSIZE, (files, files)), (resource.RLIMIT_CORE, (0, 0)),
-              (resource.RLIMIT_NOFILE, (64, 64))]
+              (resource.RLIMIT_NOFILE, (64, 64)), (resource.RLIMIT_MEMLOCK, (0, 0)),
+              # queued real-time signals count per uid: where the uid is shared, one program must not take them all
+              (resource.RLIMIT_SIGPENDING, (64, 64))]
     if not threads:  # without seccomp, the process limit is what stops a fork (for any uid but root)
         values.append((resource.RLIMIT_NPROC, (0, 0)))
     elif own_uid:  # the uid's count is this program's threads: small stacks cannot make thousands
@@ -134,7 +141,9 @@ def run(job: dict, limits: dict, folder: str, audit: bool):
     sys.setrecursionlimit(2000)
 
     def emit(ok: bool, value: str) -> None:
-        os.write(_RESULT_FD, (json.dumps([ok, value]) + "\n").encode())
+        if not lines.round_trips(value) or len(value) > cap:  # an error kind made of a hostile class name
+            ok, value = False, "bad_output"
+        os.write(_RESULT_FD, lines.result_line(ok, value))
 
     def done():
         os.close(_RESULT_FD)  # the worker sees the end now, not after the kernel has torn the process down
@@ -174,9 +183,12 @@ def run(job: dict, limits: dict, folder: str, audit: bool):
         try:
             value = eval(code, namespace, {"x": args}) if fn is None else fn(*args)
             text = canonical(value)
+            if type(text) is not str:  # a str subclass from a __repr__: its own len and encode may lie
+                text = str.__str__(text)
             if len(text) > cap:
                 raise OutputLimit
-            result = (True, text)
+            # a NUL or a lone surrogate would not survive the way to the vote (JSON, UTF-8, a log)
+            result = (True, text) if lines.round_trips(text) else (False, "bad_output")
         except BaseException as exc:  # noqa: BLE001
             try:
                 result = (False, kind(exc))

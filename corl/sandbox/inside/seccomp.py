@@ -13,8 +13,12 @@ and these end the process with SIGSYS (``forbidden``):
   ``chroot``, ``set*uid`` / ``set*gid``, ``setsid`` / ``setpgid``;
 * kernel surfaces that have no use in a program and a history of exploits: ``bpf``,
   ``perf_event_open``, ``userfaultfd``, ``io_uring_*`` (it runs system calls seccomp does not
-  see), keyrings, modules, ``kexec``, ``open_by_handle_at``, SysV IPC and POSIX message queues
-  (shared by every program of the batch), ``TIOCSTI``.
+  see), keyrings, modules, ``kexec``, ``open_by_handle_at``, ``personality``,
+  ``lookup_dcookie``, ``TIOCSTI`` / ``TIOCLINUX`` / ``TIOCCONS`` / ``TIOCSETD``;
+* kernel objects counted per user or per machine, which one program could take for all: AIO
+  contexts (``io_setup`` and the rest: ``fs.aio-max-nr`` is one count for the whole machine),
+  inotify and fanotify instances and watches, keyrings, SysV IPC and POSIX message queues
+  (shared by every program of the batch too), pipe buffers (``F_SETPIPE_SZ``).
 
 ``clone3`` fails with ENOSYS (its flags are in memory a filter cannot read; the C library then
 falls back to ``clone``, which is checked) and ``socket`` / ``socketpair`` with EACCES (the C
@@ -63,7 +67,11 @@ _NR = {
     "msgget": (68, 186), "msgsnd": (69, 189), "msgrcv": (70, 188), "msgctl": (71, 187), "mq_open": (240, 180),
     "mq_unlink": (241, 181), "mq_timedsend": (242, 182), "mq_timedreceive": (243, 183), "mq_notify": (244, 184),
     "mq_getsetattr": (245, 185), "migrate_pages": (256, 238), "move_pages": (279, 239), "vhangup": (153, 58),
-    "fanotify_init": (300, 262), "socket": (41, 198), "socketpair": (53, 199), "fcntl": (72, 25), "ioctl": (16, 29),
+    "fanotify_init": (300, 262), "fanotify_mark": (301, 263), "io_setup": (206, 0), "io_destroy": (207, 1),
+    "io_submit": (209, 2), "io_cancel": (210, 3), "io_getevents": (208, 4), "io_pgetevents": (333, 292),
+    "inotify_init": (253, None), "inotify_init1": (294, 26), "inotify_add_watch": (254, 27),
+    "inotify_rm_watch": (255, 28), "lookup_dcookie": (212, 18), "personality": (135, 92), "_sysctl": (156, None),
+    "socket": (41, 198), "socketpair": (53, 199), "fcntl": (72, 25), "ioctl": (16, 29),
 }
 
 _KILLED = (
@@ -78,15 +86,19 @@ _KILLED = (
     "setdomainname", "iopl", "ioperm", "modify_ldt", "uselib", "name_to_handle_at", "open_by_handle_at", "shmget",
     "shmat", "shmdt", "shmctl", "semget", "semop", "semtimedop", "semctl", "msgget", "msgsnd", "msgrcv", "msgctl",
     "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr", "migrate_pages",
-    "move_pages", "vhangup", "fanotify_init",
+    "move_pages", "vhangup", "fanotify_init", "fanotify_mark", "io_setup", "io_destroy", "io_submit", "io_cancel",
+    "io_getevents", "io_pgetevents", "inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
+    "lookup_dcookie", "personality", "_sysctl",
 )
 #: calls whose first argument is a process: allowed on itself only (0 means itself for the second group)
 _SELF = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
 _SELF_OR_ZERO = ("prlimit64", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr")
-#: F_SETOWN, F_SETSIG, F_SETOWN_EX: have the kernel signal another process when a descriptor is ready
-_FCNTL_KILLED = (8, 10, 15)
-#: TIOCSPGRP, TIOCSTI (typing into a terminal), FIOSETOWN, SIOCSPGRP
-_IOCTL_KILLED = (0x5410, 0x5412, 0x8901, 0x8902)
+#: F_SETOWN, F_SETSIG, F_SETOWN_EX: have the kernel signal another process when a descriptor is ready;
+#: F_SETPIPE_SZ: pipe buffers, counted per user
+_FCNTL_KILLED = (8, 10, 15, 1031)
+#: TIOCSPGRP, TIOCSTI (typing into a terminal), TIOCLINUX, TIOCCONS (the console's output), TIOCSETD (line
+#: disciplines), FIOSETOWN, SIOCSPGRP
+_IOCTL_KILLED = (0x5410, 0x5412, 0x541C, 0x541D, 0x5423, 0x8901, 0x8902)
 _CLONE_THREAD = 0x00010000
 #: CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
 _CLONE_NEW = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000

@@ -10,8 +10,10 @@ first the settings, then one job per program; stdout gets one JSON line per prog
 What keeps programs apart here: a job is read only when its program starts, and a child forgets
 the worker's records of the others before anything else, so no program holds another's source or
 results; each child has a pipe of its own, whose read end only the worker holds, read up to a cap
-(a flood is ``output_limit`` for that program alone); the worker is not dumpable, so its /proc
-(its descriptors, its memory) is closed to the programs even where they share its uid.
+(a flood is ``output_limit`` for that program alone) and read back only by :mod:`.lines`, which
+cannot fail on any bytes (a line that is not a result is ``bad_output`` for that program alone);
+the worker is not dumpable, so its /proc (its descriptors, its memory) is closed to the programs
+even where they share its uid and can see a /proc at all.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import select
 import signal
 import time
 
-from . import child, hook, kernel, seccomp
+from . import child, hook, kernel, lines, seccomp, view
 
 _LENGTH_DIGITS = 10
 
@@ -41,10 +43,16 @@ def read_record(fd: int = 0):
     return json.loads(_read(fd, int(_read(fd, _LENGTH_DIGITS))))
 
 
-def write_line(obj, fd: int = 1) -> None:
-    data = (json.dumps(obj) + "\n").encode()
+def write_all(data: bytes, fd: int = 1) -> None:
     while data:
         data = data[os.write(fd, data):]
+
+
+def _kill(target: int) -> None:
+    try:
+        os.kill(target, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def status_kind(status: int) -> str:
@@ -81,20 +89,19 @@ class _Running:
             self.ending = "output_limit"  # a program writing to its channel itself
         return not chunk or self.ending is not None
 
-    def results(self) -> list:
-        """The valid lines it wrote, in order, up to the first that is not one."""
+    def results(self) -> tuple[list, bool]:
+        """The results it gave, in order, up to the first whole line that is not one; and whether
+        there was such a line (its program wrote to its channel itself: ``bad_output``). The piece
+        after the last newline is no line yet (the program ended in the middle of writing it)."""
         if self.ending == "output_limit":
-            return []
+            return [], False
         results = []
-        for line in self.data.split(b"\n")[:self.n]:
-            try:
-                ok, value = json.loads(line)
-            except (ValueError, TypeError):
-                break
-            if not isinstance(ok, bool) or not isinstance(value, str) or len(value) > self.chars:
-                break
-            results.append([ok, value])
-        return results
+        for line in self.data.split(b"\n")[:-1][:self.n]:
+            result = lines.parse_result(line)
+            if result is None or len(result[1]) > self.chars:
+                return results, True
+            results.append(list(result))
+        return results, False
 
 
 class Batch:
@@ -133,10 +140,16 @@ class Batch:
         for program in [p for p in self.running.values() if p.deadline <= now]:
             program.ending = "timeout"
             self._end(program)
+        for program, _ in self.waiting.values():
+            if program.deadline <= now and program.ending is None:  # it closed its channel, and lives on
+                program.ending = "timeout"
+                _kill(program.pid)
         self._reap()
         if not (self.running or self.waiting):
             return
-        wait = max(0.0, min([p.deadline for p in self.running.values()], default=now + 1.0) - now)
+        deadlines = [p.deadline for p in self.running.values()] + [
+            p.deadline for p, _ in self.waiting.values() if p.ending is None]
+        wait = max(0.0, min(deadlines, default=now + 1.0) - now)
         poll = select.poll()  # not select(): two children per CPU can pass descriptor 1024
         for fd in [*self.running, *self.waiting]:
             poll.register(fd, select.POLLIN)
@@ -145,31 +158,39 @@ class Batch:
                 program, results = self.waiting.pop(fd)
                 os.close(fd)
                 _, status = os.waitpid(program.pid, 0)
-                self._send(program, results + [[False, status_kind(status)]] * (program.n - len(results)))
+                _kill(-program.pid)  # anything left in its group
+                kind = program.ending or status_kind(status)
+                self._send(program, results + [[False, kind]] * (program.n - len(results)))
             elif self.running[fd].read():
                 self._end(self.running[fd])
 
     def _end(self, program: _Running) -> None:
+        """Its channel is closed, full or past its deadline: send what it gave, or wait for its end."""
         del self.running[program.fd]
         os.close(program.fd)
-        results = program.results()
-        for target in (-program.pid, program.pid):  # its group (in case it started anything), then itself
-            try:
-                os.kill(target, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        try:
+            results, bad = program.results()
+        except Exception:  # noqa: BLE001 - never: but one program's output must not end the batch
+            results, bad = [], True
+        if bad:
+            program.ending = "bad_output"
         if len(results) == program.n or program.ending:
+            _kill(-program.pid)  # its group (in case it started anything), then itself
+            _kill(program.pid)
             self.unreaped.add(program.pid)
             self._send(program, results + [[False, program.ending]] * (program.n - len(results)))
             return
+        # the end of its channel before all its results: it is ending (its exit status will say how: a
+        # crash, the filter, a limit) or it closed the channel itself and runs on, until its deadline
         try:
             self.waiting[os.pidfd_open(program.pid)] = (program, results)  # readable once it has ended
-        except OSError:  # no pidfd (Linux < 5.3): wait here
+        except OSError:  # no pidfd (Linux < 5.3): end it and wait here
+            _kill(program.pid)
             _, status = os.waitpid(program.pid, 0)
             self._send(program, results + [[False, status_kind(status)]] * (program.n - len(results)))
 
     def _send(self, program: _Running, results: list) -> None:
-        write_line({"i": program.index, "results": results})
+        write_all(lines.row_line(program.index, results))
 
     def _reap(self) -> None:
         for pid in list(self.unreaped):
@@ -192,6 +213,8 @@ def probe(settings: dict) -> list[str]:
         for layer in ("private-tmp", "read-only", "uid", "seccomp"):
             if layer == "read-only" and "private-tmp" not in held:
                 continue  # it is the private mount namespace that is made read-only
+            if layer == "uid" and not settings.get("uids"):
+                continue  # no uids to take (a parent that is not root): programs share the worker's
             trial = os.fork()  # each layer in a fresh copy of this process, on top of those that held
             if trial == 0:
                 try:
@@ -213,13 +236,30 @@ def probe(settings: dict) -> list[str]:
     return json.loads(data)
 
 
+def enter_view(settings: dict) -> None:
+    """Outside bubblewrap: build the worker's own view (:mod:`.view`); the batch's folder is in it."""
+    wanted = settings["view"]
+    view.build(wanted["stage"], wanted["entries"], wanted["folder"], wanted["folder_bytes"], wanted["hostname"])
+    settings["folder"], settings["viewed"] = wanted["folder"], True
+
+
 def main() -> None:
     kernel.not_dumpable()
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.umask(0o022)  # the folders of the view must be open to the programs' uids
     settings = read_record()
     if settings.get("probe"):
-        write_line({"layers": probe(settings)})
+        held = []
+        if settings.get("view"):
+            try:
+                enter_view(settings)
+                held.append("view")
+            except OSError:  # not allowed here: the children's layers are tried on the host's file system
+                settings["folder"] = settings["view"]["stage"]
+        write_all((json.dumps({"layers": held + probe(settings)}) + "\n").encode())
         return
+    if settings.get("view"):
+        enter_view(settings)  # the probe said it works; if it does not now, no program runs (``sandbox``)
     if "seccomp" in settings["layers"]:
         seccomp.template(os.uname().machine)  # assembled once here; each child only writes its pid in
     batch = Batch(settings)

@@ -9,14 +9,15 @@ import pytest
 
 from corl.sandbox import Limits, Sandbox
 
-from .hostile import FAST, SLOW, run_hostile
+from .hostile import FAST, SLOW, run_hostile, sandbox_for
 
 #: side by side, so that the hostile program starts while SLOW is still running
 WIDE = Sandbox(Limits(wall_seconds=3.0, cpu_seconds=2.0, memory_mb=256), parallel=4)
 
 
 def test_forging_a_siblings_result_through_dir_fd():
-    # the worker's result stream, opened through a directory descriptor (the audit event has no dir_fd)
+    # the worker's result stream, opened through a directory descriptor (the audit event has no dir_fd):
+    # the hook refuses a descriptor on a folder outside its own (test_kernel.py: no /proc in view either)
     outcome = run_hostile("""
         import json, os
         def f(x):
@@ -27,7 +28,7 @@ def test_forging_a_siblings_result_through_dir_fd():
                 os.write(out, (json.dumps({"i": i, "results": [[True, "666"]] * 2}) + "\\n").encode())
             return 1
     """, Sandbox(FAST, parallel=1))
-    assert outcome.error == "crash:PermissionError"
+    assert outcome.error == "forbidden"
 
 
 def test_reading_an_earlier_programs_result_pipe():
@@ -58,7 +59,18 @@ def test_reading_an_earlier_programs_result_pipe():
     assert outcome.output == "b''"
 
 
-#: ways to get _posixsubprocess past a check of the first part of the imported name, or past "import"
+#: ways to get _posixsubprocess past a check of the first part of the imported name, or past "import";
+#: issue 31: past a check that calls the name's own methods (a str subclass that lies)
+LIAR = """
+        class Name(str):
+            def split(self, *args, **kwargs):
+                return ["innocent"]
+            def startswith(self, *args, **kwargs):
+                return False
+            def __eq__(self, other):
+                return str.__eq__(self, other) and other != "_posixsubprocess"
+            __hash__ = str.__hash__
+"""
 IMPORTS = {
     "dotted alias": """
         alias = types.ModuleType("innocent")
@@ -75,12 +87,20 @@ IMPORTS = {
         path = os.path.join(folder, [n for n in os.listdir(folder) if n.startswith("_posixsubprocess.")][0])
         spec = importlib.util.spec_from_file_location("_posixsubprocess", path)
         _posixsubprocess = importlib.util.module_from_spec(spec)""",
+    "a str subclass whose split lies": LIAR + """
+        _posixsubprocess = __import__(Name("_posixsubprocess"))""",
+    "its file, under a name whose split lies": LIAR + """
+        folder = [p for p in sys.path if p.endswith("lib-dynload")][0]
+        path = os.path.join(folder, [n for n in os.listdir(folder) if n.startswith("_posixsubprocess.")][0])
+        spec = importlib.util.spec_from_file_location(Name("_posixsubprocess"), path)
+        _posixsubprocess = importlib.util.module_from_spec(spec)""",
 }
 
 
+@pytest.mark.parametrize("outer", ["bubblewrap", "unshare"])
 @pytest.mark.parametrize("trick", IMPORTS, ids=list(IMPORTS))
 @pytest.mark.parametrize("hook", [True, False], ids=["hook", "kernel-only"])
-def test_root_shell_through_an_aliased_import(tmp_path, trick, hook):
+def test_root_shell_through_an_aliased_import(tmp_path, trick, hook, outer):
     marker = tmp_path / "pwned"
     importing = textwrap.indent(textwrap.dedent(IMPORTS[trick]).strip(), " " * 12)
     outcome = run_hostile(f"""
@@ -94,7 +114,7 @@ def test_root_shell_through_an_aliased_import(tmp_path, trick, hook):
                 -1, -1, -1, write, -1, -1, errread, errwrite, True, False, -1, None, None, None, -1, None, False)
             os.close(write)
             return os.read(read, 100)
-    """, Sandbox(FAST, without=() if hook else ("audit-hook",)))
+    """, sandbox_for(outer, without=() if hook else ("audit-hook",)))
     assert outcome.error == "forbidden"
     assert not marker.exists()
 
@@ -184,7 +204,7 @@ def test_writing_and_deleting_outside_through_dir_fd(tmp_path):
             fd = os.open("{folder}/victim.txt", os.O_WRONLY | os.O_CREAT, dir_fd=root)
             os.write(fd, b"pwned")
     """)
-    assert write.error == "crash:FileNotFoundError"  # the host's folders are not in its view at all
+    assert write.error == "forbidden"  # a descriptor on / (and the host's folders are not in its view at all)
     delete = run_hostile(f"""
         import os
         def f(x):
@@ -203,7 +223,7 @@ def test_reading_the_workers_proc_through_dir_fd():
             fd = os.open(f"proc/{os.getppid()}/environ", os.O_RDONLY, dir_fd=root)
             return os.read(fd, 100000)
     """)
-    assert outcome.error == "crash:PermissionError"
+    assert outcome.error == "forbidden"
 
 
 def test_signalling_siblings_and_the_worker_through_pidfd():
@@ -239,8 +259,8 @@ def test_flooding_the_parent():
                         os.write(fd, chunk)
                 except OSError:
                     pass
-    """, Sandbox(Limits(wall_seconds=5.0, cpu_seconds=5.0, memory_mb=256)))
-    assert outcome.error == "output_limit"
+    """, Sandbox(Limits(wall_seconds=5.0, cpu_seconds=5.0, memory_mb=256), without=("audit-hook",)))
+    assert outcome.error == "output_limit"  # without the hook, which would refuse the descriptor on / first
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 64 * 1024  # KiB: not read into memory
 
 
@@ -272,7 +292,8 @@ def test_without_uids_of_their_own_programs_still_cannot_reach_the_worker_or_eac
         def f(x):
             os.write(os.open(f"/proc/{os.getppid()}/fd/1", os.O_WRONLY), b'{"i": 0, "results": [[true, "6"]]}\\n')
     """, Sandbox(FAST, parallel=1, without=("uid", "audit-hook")))
-    assert forge.error == "crash:PermissionError"  # not dumpable: its descriptors stay closed to the same uid
+    # not dumpable: its descriptors stay closed to the same uid; in the view there is no /proc at all
+    assert forge.error in {"crash:PermissionError", "crash:FileNotFoundError"}
     signal = run_hostile("""
         import os, signal
         def f(x):

@@ -1,7 +1,8 @@
 """The kernel holds without the audit hook: hostile programs that bypass Python (ctypes, raw system
 calls, the calls the hook never sees) run here with the hook switched off, and the seccomp filter,
 the namespaces, the uids and the read-only view must contain them all the same. Each runs under
-bubblewrap and again as a plain process (``isolate=False``: the child's own layers only)."""
+bubblewrap, in the fallback without it (``unshare``: the worker builds the view itself) and as a
+plain process (``isolate=False``: the worker's view and the child's own layers only)."""
 
 import os
 import socket
@@ -17,9 +18,11 @@ KERNEL_ONLY = ("audit-hook",)
 SURE = Limits(wall_seconds=2.0, cpu_seconds=1.0, memory_mb=256)
 
 
-@pytest.fixture(params=[True, False], ids=["bubblewrap", "plain"])
+@pytest.fixture(params=[True, "unshare", False], ids=["bubblewrap", "unshare", "plain"])
 def bare(request):
-    """A sandbox without its audit hook, with and without the outer layer."""
+    """A sandbox without its audit hook, under each outer layer."""
+    if request.param == "unshare" and isolation("unshare").outer != "unshare":
+        pytest.skip("no unshare here")
     if "seccomp" not in isolation(request.param).layers:
         pytest.skip("no seccomp filter on this machine")
     return Sandbox(SURE, isolate=request.param, without=KERNEL_ONLY)
@@ -61,6 +64,47 @@ def test_nothing_outside_its_own_process_can_be_reached(bare, call):
     outcome = run_hostile(f"import fcntl, os, resource, signal\n{LIBC}def f(x):\n    return {call}", bare,
                           before=SLOW)
     assert outcome.error == "forbidden", call
+
+
+def _nr(x86: int, arm: int) -> str:
+    return f"({x86} if os.uname().machine == 'x86_64' else {arm})"
+
+
+#: kernel objects counted per user or for the whole machine: one program must not take them for all
+COUNTED = {
+    "io_setup": f"libc.syscall({_nr(206, 0)}, 65536, ctypes.byref(ctypes.c_ulong(0)))",
+    "io_destroy": f"libc.syscall({_nr(207, 1)}, 0)",
+    "io_submit": f"libc.syscall({_nr(209, 2)}, 0, 0, 0)",
+    "io_cancel": f"libc.syscall({_nr(210, 3)}, 0, 0, 0)",
+    "io_getevents": f"libc.syscall({_nr(208, 4)}, 0, 0, 0, 0, 0)",
+    "io_pgetevents": f"libc.syscall({_nr(333, 292)}, 0, 0, 0, 0, 0, 0)",
+    "inotify_init1": "libc.inotify_init1(0)",
+    "inotify_add_watch": f"libc.syscall({_nr(254, 27)}, 0, b'/', 0xfff)",
+    "fanotify_init": f"libc.syscall({_nr(300, 262)}, 0, 0)",
+    "fanotify_mark": f"libc.syscall({_nr(301, 263)}, 0, 1, 0xfff, -100, b'/')",
+    "mq_open": f"libc.syscall({_nr(240, 180)}, b'corl', 0o102, 0o600, None)",
+    "msgget": "libc.msgget(0, 0o1600)",
+    "semget": "libc.semget(0, 1, 0o1600)",
+    "add_key": f"libc.syscall({_nr(248, 217)}, b'user', b'corl', b'x', 1, -3)",
+    "request_key": f"libc.syscall({_nr(249, 218)}, b'user', b'corl', None, -3)",
+    "perf_event_open": f"libc.syscall({_nr(298, 241)}, ctypes.create_string_buffer(128), 0, -1, -1, 0)",
+    "userfaultfd": f"libc.syscall({_nr(323, 282)}, 0)",
+    "lookup_dcookie": f"libc.syscall({_nr(212, 18)}, 0, 0, 0)",
+    "personality": "libc.personality(0xffffffff)",
+    "F_SETPIPE_SZ": "fcntl.fcntl(os.pipe()[0], 1031, 1 << 20)",
+    "TIOCLINUX": "fcntl.ioctl(0, 0x541C, bytes(8))",
+    "TIOCCONS": "fcntl.ioctl(0, 0x541D)",
+}
+
+
+@pytest.mark.parametrize("call", COUNTED.values(), ids=list(COUNTED))
+def test_no_kernel_object_counted_for_the_machine_can_be_taken(bare, call):
+    with open("/proc/sys/fs/aio-nr") as fh:
+        contexts = int(fh.read())
+    outcome = run_hostile(f"import fcntl, os\n{LIBC}def f(x):\n    return {call}", bare)
+    assert outcome.error == "forbidden", call
+    with open("/proc/sys/fs/aio-nr") as fh:
+        assert int(fh.read()) <= contexts  # the machine's AIO contexts (fs.aio-max-nr) are all still free
 
 
 def test_signals_to_itself_still_work(bare):
@@ -135,7 +179,7 @@ def test_another_programs_folder_and_process_are_out_of_reach(bare):
         def f(x):
             time.sleep(0.2)
             found = []
-            for pid in os.listdir("/proc"):
+            for pid in os.listdir("/proc") if os.path.isdir("/proc") else ():  # not in the view
                 if pid.isdigit() and int(pid) != os.getpid():
                     for what in ("cwd/secret.txt", "root/tmp/secret.txt", "environ", "mem"):
                         try:

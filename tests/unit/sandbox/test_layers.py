@@ -1,22 +1,36 @@
 """Each layer is in place, seen from inside a program, and the pieces that build them are right."""
 
 import dis
+import glob
 import json
+import os
+import threading
 import types
+
+import pytest
 
 from corl.sandbox import Limits, Program, Sandbox, isolation
 from corl.sandbox.inside import hook, seccomp, worker
-from corl.sandbox.outer import HOST_UIDS
+from corl.sandbox.outer import HOST_UIDS, HOSTNAME
 
 from .hostile import FAST, run_hostile
 
 SELF = """
-import json, os
+import ctypes, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+CAPGET = {"x86_64": 125, "aarch64": 90}[os.uname().machine]
 def f(x):
-    status = dict(line.split(":\\t", 1) for line in open("/proc/self/status").read().splitlines() if ":\\t" in line)
-    return json.dumps({"uid": os.getuid(), "uid_map": open("/proc/self/uid_map").read().split(),
-                       "status": status, "env": sorted(os.environ), "cwd": os.getcwd(),
-                       "mounts": open("/proc/self/mounts").read()})
+    header, sets = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()
+    libc.syscall(CAPGET, header, sets)  # effective, permitted, inheritable: two words each
+    disk = os.statvfs(".")
+    return json.dumps({
+        "uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(), "capabilities": list(sets),
+        "ambient": [c for c in range(64) if libc.prctl(47, 1, c, 0, 0) == 1],  # PR_CAP_AMBIENT_IS_SET
+        "bounding": [c for c in range(64) if libc.prctl(23, c, 0, 0, 0) == 1],  # PR_CAPBSET_READ
+        "no_new_privs": libc.prctl(39, 0, 0, 0, 0), "seccomp": libc.prctl(21, 0, 0, 0, 0),
+        "dumpable": libc.prctl(3, 0, 0, 0, 0), "env": sorted(os.environ), "cwd": os.getcwd(),
+        "folder_bytes": disk.f_blocks * disk.f_frsize, "host": os.uname().nodename,
+        "dev": sorted(os.listdir("/dev")), "top": sorted(os.listdir("/"))})
 """
 
 
@@ -24,21 +38,44 @@ def _inside(sandbox: Sandbox) -> dict:
     return json.loads(eval(run_hostile(SELF, sandbox).output))
 
 
-def test_a_program_holds_no_privilege():
-    seen = _inside(Sandbox(Limits(output_chars=20000), without=("audit-hook",)))  # the hook would refuse /proc
-    status = seen["status"]
-    for capabilities in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
-        assert int(status[capabilities], 16) == 0, capabilities
-    assert status["NoNewPrivs"].strip() == "1" and status["Seccomp"].strip() == "2"  # 2: a filter
-    assert seen["uid"] != 0 and status["Uid"].split()[0] != "0"
-    layers = isolation().layers
-    if "uid" in layers and isolation().outer == "bubblewrap":  # as root: a host uid of its own, not root
-        inside, host, count = map(int, seen["uid_map"][3:6])
-        assert host == HOST_UIDS[0] and inside <= seen["uid"] < inside + count
+@pytest.mark.parametrize("isolate", [True, "unshare", False], ids=["bubblewrap", "unshare", "plain"])
+def test_a_program_holds_no_privilege(isolate):
+    found = isolation(isolate)
+    if found.outer != {True: "bubblewrap", "unshare": "unshare", False: "none"}[isolate]:
+        pytest.skip(f"no {isolate} outer layer here")
+    seen = _inside(Sandbox(Limits(output_chars=20000), isolate=isolate, without=("audit-hook",)))  # ctypes
+    assert seen["capabilities"] == [0] * 6 and seen["ambient"] == [] and seen["bounding"] == []
+    assert seen["no_new_privs"] == 1 and seen["seccomp"] == 2 and seen["dumpable"] == 0  # 2: a filter
+    if os.geteuid() == 0:  # never root where the parent is: a uid of its own, or a refusal (test_fallback.py)
+        assert "uid" in found.layers and seen["uid"] != 0 and seen["gid"] != 0 and seen["groups"] == []
     assert set(seen["env"]) <= {"LANG", "PATH", "PWD", "PYTHONHASHSEED", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "TMPDIR"}
-    if "private-tmp" in layers:  # its folder is a tmpfs of Limits.file_mb
-        assert any(line.split()[1] == seen["cwd"] and line.split()[2] == "tmpfs" and "size=1024k" in line
-                   for line in seen["mounts"].splitlines())
+    if "private-tmp" in found.layers:  # its folder is a tmpfs of Limits.file_mb
+        assert seen["folder_bytes"] == 2**20
+    if "view" in found.layers:  # the view: no /proc or /sys, three devices, a host name of its own
+        assert seen["host"] == HOSTNAME and seen["dev"] == ["null", "urandom", "zero"]
+        assert "proc" not in seen["top"] and "sys" not in seen["top"] and "home" not in seen["top"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="programs take uids of their own only under a root parent")
+@pytest.mark.parametrize("isolate", [True, "unshare", False], ids=["bubblewrap", "unshare", "plain"])
+def test_on_the_host_programs_are_uids_nothing_else_uses(isolate):
+    # seen from the host while they run: never root, and out of the range of every real user
+    if "uid" not in isolation(isolate).layers:
+        pytest.skip("no uid per program here")
+    sleeper = Program("import time\ndef f(x):\n    time.sleep(1.0)\n    return x", ((1,),), mode="function")
+    done = threading.Event()
+    uids: set[int] = set()
+    runner = threading.Thread(target=lambda: (Sandbox(Limits(wall_seconds=5.0), isolate=isolate).run([sleeper]),
+                                              done.set()))
+    runner.start()
+    while not done.wait(0.02):
+        for status in glob.glob("/proc/[0-9]*/status"):
+            try:
+                uids |= {int(line.split()[1]) for line in open(status) if line.startswith("Uid:")}
+            except (OSError, ValueError, IndexError):
+                pass
+    runner.join()
+    assert any(HOST_UIDS[0] <= uid < HOST_UIDS[0] + HOST_UIDS[1] for uid in uids)
 
 
 def test_set_order_is_the_same_in_every_batch():
@@ -55,7 +92,8 @@ def test_the_audit_hook_reads_nothing_a_program_can_reach():
     assert check.__closure__ is None and check.__kwdefaults__ is None
     assert not any(isinstance(c, types.CodeType) for c in check.__code__.co_consts)  # no comprehension, no lambda
     for value in check.__defaults__:  # every default immutable
-        assert isinstance(value, (frozenset, tuple, str, int, types.BuiltinFunctionType)) or value in (str, bytes, int)
+        assert isinstance(value, (frozenset, tuple, str, int, types.BuiltinFunctionType)) or value in (
+            str, bytes, int, type)
 
 
 def test_the_seccomp_filter_assembles_for_both_machines():
