@@ -6,13 +6,17 @@ User mistakes (:class:`corl.errors.CorlError`) print one line per problem, no tr
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
+import traceback
 from pathlib import Path
 
 from corl.errors import CorlError
 from corl.recipe.locate import resolve as resolve_recipe
 from corl.recipe.locate import shipped_recipes
+
+DEBUG_ENV = "CORL_DEBUG"  # print the traceback behind a component's one-line failure
 
 
 def cmd_validate(args) -> int:
@@ -243,15 +247,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.fn(args)
     except CorlError as exc:
-        for line in str(exc).splitlines() if not exc.reported else ():
+        cause = exc.__cause__ if not isinstance(exc.__cause__, CorlError) else None
+        debug = os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
+        if cause is not None and debug:
+            traceback.print_exception(cause, file=sys.stderr)
+        lines = str(exc).splitlines() if not exc.reported else []
+        if cause is not None and lines and not debug:
+            lines[-1] += f" ({DEBUG_ENV}=1 shows the traceback)"
+        for line in lines:
             print(f"corl: error: {line}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("corl: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `corl plugins | head`: the reader left; say nothing more
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
 

@@ -8,7 +8,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from corl.protocols import RunView
-    from corl.types import StepMetrics
+    from corl.types import Completion, StepMetrics, StepOutcome
 
 hookspec = pluggy.HookspecMarker("corl")
 
@@ -37,16 +37,23 @@ def corl_on_run_start(run: RunView) -> None:
 
 
 @hookspec
-def corl_on_step_end(run: RunView, step: int, metrics: StepMetrics) -> None:
-    """Called after every training step with a :class:`corl.types.StepMetrics`."""
+def corl_on_step_end(run: RunView, step: int, metrics: StepMetrics, outcome: StepOutcome) -> None:
+    """Called after every training step with a :class:`corl.types.StepMetrics` and what the step
+    decided, a :class:`corl.types.StepOutcome`: every agent's votes, pseudo-labels, the labels it
+    was rewarded against, its rewards, the prompts skipped, and a bounded sample of completions
+    (``outcome.samples``). Like every hook argument, ``outcome`` may be left out of an implementation
+    that does not read it."""
 
 
 @hookspec
-def corl_on_eval_end(run: RunView, step: int, results: dict[str, dict[str, float]], cohort: dict[str, Any]) -> None:
+def corl_on_eval_end(run: RunView, step: int, results: dict[str, dict[str, float]], cohort: dict[str, Any],
+                     samples: tuple[Completion, ...]) -> None:
     """Called after each held-out evaluation: ``results[agent][metric]`` (step 0 is the base).
 
     ``cohort`` holds pairwise matrices over the agents' greedy answers (``agents``, ``n``,
     ``agreement``, and with labels ``phi`` and ``same_wrong``; see :mod:`corl.runtime.cohort`).
+    ``samples``: each agent's first ``run.log_completions`` evaluated completions (:class:`corl.types.
+    Completion`, ``label`` its maj@k).
     """
 
 

@@ -176,3 +176,24 @@ def eval_scalars(results: Any, cohort: Any) -> dict[str, float]:
             if rows[i][j] is not None:
                 out[f"cohort/{matrix}/{names[i]}-{names[j]}"] = rows[i][j]
     return out
+
+
+#: the columns of a logged completion, as every table of them shows it (tensorboard, trackers, report)
+SAMPLE_COLUMNS = ("prompt", "completion", "answer", "label", "reward", "truth")
+
+
+def sample_rows(samples: Any) -> list[dict[str, Any]]:
+    """Logged completions (:class:`corl.types.Completion`) as plain rows: agent, step and the columns."""
+    return [{"agent": s.agent, "step": s.step, "kind": s.kind, **{c: s.to_json()[c] for c in SAMPLE_COLUMNS}}
+            for s in samples]
+
+
+def samples_markdown(samples: Any) -> dict[str, str]:
+    """One Markdown table of completions per agent (tensorboard's text tab renders Markdown)."""
+    cell = lambda v: "" if v is None else str(v).replace("|", "\\|").replace("\n", " ⏎ ")[:300]
+    tables: dict[str, list[str]] = {}
+    for row in sample_rows(samples):
+        lines = tables.setdefault(row["agent"], ["| " + " | ".join(SAMPLE_COLUMNS) + " |",
+                                                 "|" + "---|" * len(SAMPLE_COLUMNS)])
+        lines.append("| " + " | ".join(cell(row[c]) for c in SAMPLE_COLUMNS) + " |")
+    return {agent: "\n".join(lines) for agent, lines in tables.items()}

@@ -258,7 +258,7 @@ def build_registry(pm: pluggy.PluginManager) -> Registry:
     registry.failed.update(getattr(pm, "corl_failed", {}))
     external = set(getattr(pm, "corl_dists", {}))
     for impl in pm.hook.corl_register_components.get_hookimpls():  # registration order
-        registry.current_plugin = impl.plugin_name
+        registry.current_plugin = plugin_label(pm, impl.plugin_name)
         before = (dict(registry._items), dict(registry._sections))
         try:
             impl.function(registry=registry)
@@ -272,6 +272,13 @@ def build_registry(pm: pluggy.PluginManager) -> Registry:
             registry.failed[impl.plugin_name] = f"corl_register_components failed: {_first_line(exc)}"
     registry.current_plugin = "?"
     return registry
+
+
+def plugin_label(pm: pluggy.PluginManager, name: str) -> str:
+    """How messages name a plugin: an entry point by the distribution users install (``corl-gspo``),
+    a built-in or an object passed in by its own name."""
+    dist = getattr(pm, "corl_dists", {}).get(name)
+    return dist[0] if dist else name
 
 
 def describe(pm: pluggy.PluginManager) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from corl.types import Prompt, PseudoLabel, Rollout, Vote
+from corl.types import Prompt, PseudoLabel, Rollout, Routed, Vote, VoteContext
 
 
 @runtime_checkable
@@ -51,16 +51,46 @@ class Task(Protocol):
 
 
 @runtime_checkable
+class TokenBatch(Protocol):
+    """The token-level payload a sampler hands an optimizer (``Rollout.batch``): what was sampled,
+    token by token, with the behaviour policy's log-probs. A sampler that trains an agent builds one;
+    an optimizer reads these fields and nothing else of it; the agent that sampled it scores it again
+    (:meth:`Agent.token_logprobs`). The run itself only selects rows (:meth:`select`).
+
+    Rows are prompt-major: row ``p * n + s`` is sample ``s`` of prompt ``p`` (``n`` = the rollout's
+    samples per prompt), in the rollout's prompt order. Tensors are ``[R, T]``, ``T`` the longest
+    completion; the built-in hf batch also carries the prompt tokens its agent reads."""
+
+    completion_ids: Any  # [R, T] int64: the sampled tokens, padding after each row's end
+    completion_mask: Any  # [R, T]: 1 on a row's own tokens, up to and including the EOS (or stop token) that ended it
+    old_logprobs: Any  # [R, T] float32: sampling-time log-probs of completion_ids at `temperature` (0 outside the mask)
+    temperature: float  # the temperature the tokens were drawn at; token_logprobs recomputes at it (ratio 1 on-policy)
+
+    def select(self, rows: Sequence[int]) -> TokenBatch:
+        """The batch of these rows, in this order (the run drops prompts a router skipped)."""
+
+
+@runtime_checkable
 class Agent(Protocol):
-    """A policy with its own parameters. Agents share nothing but answers and pseudo-labels."""
+    """A policy with its own parameters. Agents share nothing but answers and pseudo-labels.
+
+    What the host and optimizers use: ``name``, ``parameters()``, ``token_logprobs`` of a
+    :class:`TokenBatch` its sampler made, ``freeze_reference``, and the three ways to write or read
+    weights. Order of life: the factory builds the agent; the optimizer's factory may call
+    ``freeze_reference()`` (a KL reference is the *start* weights); only then does a resumed run call
+    ``load_state`` with the checkpoint's weights. So ``freeze_reference`` always comes before
+    ``load_state``, and a reference must be a copy, not a view, of the weights. Samplers of a kind
+    read more of their agent (:class:`LanguageModelAgent`)."""
 
     name: str
 
-    def parameters(self) -> Iterable[Any]: ...
+    def parameters(self) -> Iterable[Any]:
+        """The tensors an optimizer may update (those with ``requires_grad``)."""
 
-    def token_logprobs(self, batch: Any, rows: Any, *, reference: bool = False) -> tuple[Any, Any]:
-        """Per-token log-probs (with grad) and entropies of the completions in ``rows`` of a
-        sampled ``batch``; from a frozen reference copy when ``reference``."""
+    def token_logprobs(self, batch: TokenBatch, rows: Any, *, reference: bool = False) -> tuple[Any, Any]:
+        """Per-token log-probs (with grad) and entropies, both ``[len(rows), T]``, of the completions in
+        ``rows`` of ``batch`` at ``batch.temperature``: on the sampled weights they equal
+        ``batch.old_logprobs`` (to ~1e-5 in float32). From the frozen reference copy when ``reference``."""
 
     def freeze_reference(self) -> None:
         """Keep a frozen copy of the current weights for ``token_logprobs(..., reference=True)``."""
@@ -79,12 +109,31 @@ class Agent(Protocol):
 
 
 @runtime_checkable
+class LanguageModelAgent(Agent, Protocol):
+    """The surface token samplers use (the ``hf`` sampler, the vLLM / SGLang engine bridge): a model,
+    its tokenizer, where it computes, how prompts become token ids, and its weights by name."""
+
+    model: Any  # the trainable model (a transformers PreTrainedModel for hf agents)
+    tokenizer: Any  # pad and EOS tokens set; prompts are left-padded
+    device: Any  # a torch.device
+
+    def encode(self, prompts: Sequence[Any]) -> Any:
+        """Token ids and attention mask of prompts (``Prompt`` objects or texts), left-padded, in the
+        agent's own prompt format (chat template, few-shot template)."""
+
+    def weights(self) -> Iterable[tuple[str, Any]]:
+        """``(Hugging Face name, whole tensor)`` of every parameter, one at a time (for an engine)."""
+
+
+@runtime_checkable
 class Sampler(Protocol):
     """Draws completions from an agent's current policy."""
 
     def sample(self, agent: Agent, prompts: Sequence[Prompt], n: int, *, greedy: bool = False,
                temperature: float | None = None) -> Rollout:
-        """``n`` completions per prompt, with the sampling-time log-probs in ``Rollout.batch``."""
+        """``n`` completions per prompt (``greedy``: argmax decoding), the batch a :class:`TokenBatch`
+        with the sampling-time log-probs. Long loops call ``ctx.stop.check()`` between units of work
+        (a batch, a decode step), so a Ctrl-C during an evaluation stops within seconds."""
 
     def sync(self, agent: Agent) -> None:
         """Make the next ``sample`` use the agent's latest weights (a no-op when colocated)."""
@@ -92,9 +141,44 @@ class Sampler(Protocol):
 
 @runtime_checkable
 class Aggregator(Protocol):
-    """Votes a prompt's answers into a pseudo-label."""
+    """Votes a prompt's answers into a pseudo-label.
 
-    def aggregate(self, votes: Sequence[Sequence[Vote]], verifier: AnswerVerifier) -> list[PseudoLabel]: ...
+    ``votes[p]`` are the votes on prompt ``p`` of the agents in ``context.voters`` (each vote names
+    its agent); ``context`` (:class:`corl.types.VoteContext`) says what the labels are for: an agent's
+    own labels in a training step, a pool of several agents' votes a router asked for, or an
+    evaluation's maj@k. Return one :class:`~corl.types.PseudoLabel` per prompt; its ``answer`` may be
+    None (no answer, a tie declined, a confidence gate). The run checks what comes back.
+
+    Aggregators written against the first API, ``aggregate(votes, verifier)``, still work (with a
+    DeprecationWarning): the run wraps them. An aggregator that learns across agents and steps
+    implements :class:`CohortAggregator`; one with state implements :class:`Stateful`."""
+
+    def aggregate(self, votes: Sequence[Sequence[Vote]], verifier: AnswerVerifier,
+                  context: VoteContext) -> list[PseudoLabel]: ...
+
+
+@runtime_checkable
+class CohortAggregator(Aggregator, Protocol):
+    """An aggregator that sees the whole cohort before it labels anything: in every training step
+    the run calls :meth:`observe` once, with every agent's votes on the step's prompts, and only then
+    asks for labels. A label-free reliability estimate (which agents' votes to trust, learned from
+    their agreement across prompts and steps) lives here. Evaluations never call ``observe``."""
+
+    def observe(self, cohort: Mapping[str, Sequence[Sequence[Vote]]], verifier: AnswerVerifier,
+                step: int) -> Mapping[str, Mapping[str, float]]:
+        """Update the aggregator's state from ``cohort[agent][p][s]``; return numbers to log for the
+        step, per agent (``{"llama": {"reliability": 0.8}}``: logged as ``train/llama/reliability``)."""
+
+
+@runtime_checkable
+class Stateful(Protocol):
+    """A component (an aggregator, a router, a shaping term) whose state a checkpoint must keep: the
+    run saves it beside the agents' and restores it on resume, so a resumed run equals an
+    uninterrupted one bit for bit. Write plain files (JSON, safetensors) under ``path``."""
+
+    def save_state(self, path: str) -> None: ...
+
+    def load_state(self, path: str) -> None: ...
 
 
 @runtime_checkable
@@ -110,8 +194,12 @@ class RewardRouter(Protocol):
         verifier: AnswerVerifier,
         aggregator: Aggregator,
         truth: Sequence[Any] | None = None,
-    ) -> dict[str, list[list[float]]]:
-        """Rewards per agent, prompt and completion (``rewards[agent][p][s]``, usually 0 or 1)."""
+    ) -> Mapping[str, Sequence[Sequence[float]]] | Routed:
+        """Rewards per agent, prompt and completion (``rewards[agent][p][s]``, usually 0 or 1), or a
+        :class:`~corl.types.Routed` with them and, per agent, the labels it was rewarded against, the
+        prompts it skips (no update on them) and extra metrics. To pool votes, call
+        ``aggregator.aggregate(pooled, verifier, VoteContext("pooled", voters, rewarded=agent, step=...))``
+        (the context may be left out: the run's aggregator then assumes a pool)."""
 
 
 @runtime_checkable
@@ -132,10 +220,25 @@ class RewardShaping(Protocol):
 
 @runtime_checkable
 class Optimizer(Protocol):
-    """Updates one agent (bound at construction) from its rollout and per-completion rewards.
+    """Updates one agent (bound at construction, ``ctx.agent``) from its rollout and per-completion
+    rewards. It reads the rollout's :class:`TokenBatch` and scores it with the agent's
+    ``token_logprobs``; a KL reference is asked for in the factory (``agent.freeze_reference()``).
 
     ``rewards[p]`` covers the first ``len(rewards[p])`` samples of prompt ``p``: the ``n_train``
-    trained samples out of the rollout's ``n_votes``."""
+    trained samples out of the rollout's ``n_votes`` (rows ``p * rollout.n + s`` of the batch). A
+    prompt a router skipped is not in the rollout the optimizer gets; with every prompt skipped,
+    ``step`` is not called.
+
+    The metrics ``step`` returns go to every log under their names. The host reads these by name:
+
+    * ``nonfinite`` (1.0: the update was skipped for a non-finite loss or gradient; the run counts
+      consecutive ones and stops after ``run.max_nonfinite``);
+    * ``entropy`` (mean token entropy of the trained samples: the health check warns when it stays
+      under 0.02, a collapsed policy);
+    * ``active_fraction`` (share of trained samples with a learning signal), ``loss``, ``kl``,
+      ``grad_norm``, ``clip_frac``, ``lr``: plotted by ``corl report`` when present.
+
+    Any other name is logged as it is."""
 
     def step(self, rollout: Rollout, rewards: Sequence[Sequence[float]]) -> dict[str, float]:
         """One update. A non-finite loss or gradient must skip the update and report
@@ -161,7 +264,9 @@ class RouterTraits:
     """``supervised``: the router reads ground-truth labels (a supervised baseline; the recipe must
     declare ``run.supervised = true``, and only then is it handed the labels). ``min_agents``: the
     fewest agents it can route between. ``check(config, agents)``: the router's own cross-checks of
-    a validated recipe's agents, returning one message per problem."""
+    a validated recipe's agents, returning one message per problem; ``config`` is its recipe table,
+    or for a router object handed to ``corl.run`` its ``config`` attribute (a router that declares
+    ``check`` keeps its config there)."""
 
     supervised: bool = False
     min_agents: int = 1

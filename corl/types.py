@@ -5,11 +5,14 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Hashable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from corl.errors import Stopping
+
+if TYPE_CHECKING:
+    from corl.protocols import TokenBatch
 
 
 @attrs.frozen
@@ -68,8 +71,9 @@ class PseudoLabel:
 class Rollout:
     """An agent's samples for a batch of prompts, prompt-major: ``texts[p][s]``.
 
-    ``batch`` is the engine's own payload (token ids, masks, sampling-time log-probs) that the
-    agent and its optimizer read; the run never looks inside it.
+    ``batch`` is the token-level payload the agent and its optimizer read, a
+    :class:`corl.protocols.TokenBatch` (token ids, mask, sampling-time log-probs; rows prompt-major,
+    ``p * n + s``); the run only selects its rows (:meth:`select`).
     """
 
     agent: str
@@ -77,11 +81,99 @@ class Rollout:
     texts: tuple[tuple[str, ...], ...]
     lengths: tuple[tuple[int, ...], ...]  # completion tokens, EOS included
     confidences: tuple[tuple[float, ...], ...]  # mean sampling-time log-prob per completion
-    batch: Any = None
+    batch: TokenBatch | None = None
 
     @property
     def n(self) -> int:
         return len(self.texts[0]) if self.texts else 0
+
+    def select(self, prompts: Sequence[int]) -> Rollout:
+        """The rollout of these prompts (their indices, in this order), every sample of each."""
+        n = self.n
+        rows = [p * n + s for p in prompts for s in range(n)]
+        pick = lambda grid: tuple(grid[p] for p in prompts)
+        return Rollout(agent=self.agent, prompts=pick(self.prompts), texts=pick(self.texts), lengths=pick(self.lengths),
+                       confidences=pick(self.confidences), batch=None if self.batch is None else self.batch.select(rows))
+
+
+#: why an aggregator is asked for pseudo-labels (VoteContext.purpose)
+LABEL, POOLED, EVAL = "label", "pooled", "eval"
+
+
+@attrs.frozen
+class VoteContext:
+    """The call an aggregation serves (the third argument of ``Aggregator.aggregate``).
+
+    ``purpose``: ``"label"``, one agent's own pseudo-labels in a training step (what routers hand
+    out); ``"pooled"``, several agents' votes pooled into one label by a router (``rewarded``: the
+    agent that label will reward); ``"eval"``, an evaluation's maj@k of one agent, which must not
+    change the aggregator's state. ``voters``: the agents whose votes are in the call. ``step``: the
+    training step (0 before the first one)."""
+
+    purpose: str
+    voters: tuple[str, ...] = ()
+    rewarded: str | None = None
+    step: int = 0
+
+
+@attrs.frozen
+class Routed:
+    """What a router may return instead of a plain ``{agent: rewards[p][s]}``.
+
+    ``rewards[agent][p][s]`` as always. ``targets[agent][p]``: the pseudo-label agent was rewarded
+    against on prompt ``p`` (None: several, or none), so ``label_share`` and ``label_accuracy`` describe
+    the label it was paid by; an agent left out is taken to be rewarded by its own labels.
+    ``skipped[agent][p]``: True where the router withholds judgement on purpose (a confidence gate):
+    that prompt is left out of the agent's update and of its reward statistics, so deliberate gating
+    never reads as a collapse. ``metrics[agent]``: extra numbers to log for that agent."""
+
+    rewards: Mapping[str, Sequence[Sequence[float]]]
+    targets: Mapping[str, Sequence[PseudoLabel | None]] = attrs.field(factory=dict)
+    skipped: Mapping[str, Sequence[bool]] = attrs.field(factory=dict)
+    metrics: Mapping[str, Mapping[str, float]] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class Completion:
+    """One logged completion (``samples.jsonl``, tensorboard text, trackers' tables): what the model
+    wrote, the answer extracted from it, the label it was scored against and what it got. In a
+    training step ``label`` is the pseudo-label the agent was rewarded against and ``reward`` its
+    reward; in an evaluation ``label`` is the agent's maj@k and ``reward`` is None. ``truth`` is the
+    hidden label (monitoring only; None where the data has none)."""
+
+    agent: str
+    step: int
+    kind: str  # "train" or "eval"
+    prompt_id: str
+    prompt: str
+    completion: str
+    answer: Any
+    label: Any
+    reward: float | None
+    truth: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        show = lambda v: v if v is None or isinstance(v, (str, int, float, bool)) else repr(v)
+        return {"kind": self.kind, "step": self.step, "agent": self.agent, "prompt_id": self.prompt_id,
+                "prompt": self.prompt, "completion": self.completion, "answer": show(self.answer),
+                "label": show(self.label), "reward": self.reward, "truth": show(self.truth)}
+
+
+@attrs.frozen
+class StepOutcome:
+    """What a training step decided, for observers (``corl_on_step_end``'s ``outcome``): each
+    agent's votes and own pseudo-labels, the labels it was rewarded against (``targets``), its peer
+    rewards (``rewards[agent][p][s]``, every voting sample), the prompts its router skipped, and a
+    bounded sample of completions (``run.log_completions`` per agent). ``prompts`` carry their hidden
+    labels: observers monitor, they never route."""
+
+    prompts: tuple[Prompt, ...]
+    votes: Mapping[str, Sequence[Sequence[Vote]]]
+    labels: Mapping[str, Sequence[PseudoLabel]]
+    targets: Mapping[str, Sequence[PseudoLabel | None]]
+    rewards: Mapping[str, Sequence[Sequence[float]]]
+    skipped: Mapping[str, Sequence[bool]]
+    samples: tuple[Completion, ...] = ()
 
 
 @attrs.frozen

@@ -85,41 +85,55 @@ def _noise(scores) -> str:
 
 
 class JsonlObserver:
-    """One JSON line per training step and per evaluation in ``metrics.jsonl``."""
+    """One JSON line per training step and per evaluation in ``metrics.jsonl``; the logged
+    completions (``run.log_completions`` per agent) one per line in ``samples.jsonl``."""
 
     def __init__(self, config=None, ctx=None):
-        self.file = None
+        self.file = self.samples = None
 
     @hookimpl
     def corl_on_run_start(self, run):
-        path = run.output_dir / "metrics.jsonl"
-        kept = []
-        if run.start_step and path.exists():  # resumed: drop what the checkpoint does not cover
-            kept = [line for line in path.read_text().splitlines(keepends=True)
-                    if line.strip() and json.loads(line)["step"] <= run.start_step]
-        self.file = open(path, "w")
-        self.file.writelines(kept)
+        self.file = _reopen(run.output_dir / "metrics.jsonl", run.start_step)
+        self.samples = _reopen(run.output_dir / "samples.jsonl", run.start_step)
 
-    def _write(self, record):
-        self.file.write(json.dumps(record) + "\n")
-        self.file.flush()
+    def _write(self, record, file=None):
+        file = file or self.file
+        file.write(json.dumps(record) + "\n")
+        file.flush()
 
     @hookimpl
-    def corl_on_step_end(self, run, step, metrics):
+    def corl_on_step_end(self, run, step, metrics, outcome):
         self._write({"kind": "train", "step": step, "seconds": metrics.seconds, "agents": _agent_scalars(metrics)})
+        for sample in outcome.samples:
+            self._write(sample.to_json(), self.samples)
 
     @hookimpl
-    def corl_on_eval_end(self, run, step, results, cohort):
+    def corl_on_eval_end(self, run, step, results, cohort, samples):
         self._write({"kind": "eval", "step": step, "agents": results, "cohort": cohort})
+        for sample in samples:
+            self._write(sample.to_json(), self.samples)
 
     @hookimpl
     def corl_on_run_end(self, run, summary):
         self.file.close()
+        self.samples.close()
 
     @hookimpl
     def corl_on_run_failed(self, run, error):
-        if self.file is not None:
-            self.file.close()
+        for file in (self.file, self.samples):
+            if file is not None:
+                file.close()
+
+
+def _reopen(path: Path, start_step: int):
+    """A log of JSON lines for writing; resumed, it keeps only what the checkpoint covers."""
+    kept = []
+    if start_step and path.exists():
+        kept = [line for line in path.read_text().splitlines(keepends=True)
+                if line.strip() and json.loads(line)["step"] <= start_step]
+    file = open(path, "w")
+    file.writelines(kept)
+    return file
 
 
 class TensorboardObserver:
@@ -137,15 +151,22 @@ class TensorboardObserver:
                                     purge_step=run.start_step + 1 if run.start_step else None)
 
     @hookimpl
-    def corl_on_step_end(self, run, step, metrics):
+    def corl_on_step_end(self, run, step, metrics, outcome):
         for key, value in logs.step_scalars(metrics).items():
             self.writer.add_scalar(key, value, step)
+        self._text("train", outcome.samples, step)
 
     @hookimpl
-    def corl_on_eval_end(self, run, step, results, cohort):
+    def corl_on_eval_end(self, run, step, results, cohort, samples):
         for key, value in logs.eval_scalars(results, cohort).items():
             self.writer.add_scalar(key, value, step)
+        self._text("eval", samples, step)
         self.writer.flush()
+
+    def _text(self, kind: str, samples, step: int) -> None:
+        """The logged completions, a Markdown table per agent (tensorboard's TEXT tab)."""
+        for agent, table in logs.samples_markdown(samples).items():
+            self.writer.add_text(f"samples/{kind}/{agent}", table, step)
 
     @hookimpl
     def corl_on_run_end(self, run, summary):

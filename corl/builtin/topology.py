@@ -1,8 +1,9 @@
 """Reward routers: the directed graph of whose pseudo-label rewards whom.
 
-A router returns, per agent, one 0/1 reward per completion (``rewards[agent][prompt][sample]``).
-Label-free routers are never handed ground truth; ``ground_truth`` is the supervised baseline and
-must be declared with ``run.supervised = true``.
+A router returns, per agent, one 0/1 reward per completion (``rewards[agent][prompt][sample]``),
+with the pseudo-labels each agent was rewarded against (``Routed.targets``: its peer's, a pool's,
+the judge's). Label-free routers are never handed ground truth; ``ground_truth`` is the supervised
+baseline and must be declared with ``run.supervised = true``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import attrs
 
 from corl.plugins import hookimpl
 from corl.protocols import Aggregator, AnswerVerifier
-from corl.types import NoConfig, PseudoLabel, Vote
+from corl.types import NoConfig, PseudoLabel, Routed, Vote, VoteContext
 
 Rewards = dict[str, list[list[float]]]
 
@@ -40,10 +41,10 @@ class RingRouter:
         pass
 
     def route(self, votes: Mapping[str, Sequence[Sequence[Vote]]], labels: Mapping[str, Sequence[PseudoLabel]],
-              verifier: AnswerVerifier, aggregator: Aggregator, truth=None) -> Rewards:
+              verifier: AnswerVerifier, aggregator: Aggregator, truth=None) -> Routed:
         names = list(votes)
-        return {name: _against(votes[name], labels[names[(i + 1) % len(names)]], verifier)
-                for i, name in enumerate(names)}
+        peer = {name: labels[names[(i + 1) % len(names)]] for i, name in enumerate(names)}
+        return Routed({name: _against(votes[name], peer[name], verifier) for name in names}, targets=peer)
 
 
 @attrs.frozen
@@ -62,19 +63,22 @@ class AllPairsRouter:
     def __init__(self, config: AllPairsConfig, ctx=None):
         self.config = config
 
-    def route(self, votes, labels, verifier, aggregator, truth=None) -> Rewards:
+    def route(self, votes, labels, verifier, aggregator, truth=None) -> Routed:
         names = list(votes)
         out: Rewards = {}
+        targets: dict[str, list[PseudoLabel | None]] = {}
         for name in names:
             peers = [p for p in names if p != name]
             if self.config.combine == "vote":
                 pooled = [[v for p in peers for v in votes[p][i]] for i in range(len(votes[name]))]
-                out[name] = _against(votes[name], aggregator.aggregate(pooled, verifier), verifier)
-            else:
+                targets[name] = aggregator.aggregate(pooled, verifier, VoteContext("pooled", tuple(peers), rewarded=name))
+                out[name] = _against(votes[name], targets[name], verifier)
+            else:  # several labels per prompt: no one target
+                targets[name] = [None] * len(votes[name])
                 per_peer = [_against(votes[name], labels[p], verifier) for p in peers]
                 out[name] = [[sum(r[i][s] for r in per_peer) / len(peers) for s in range(len(votes[name][i]))]
                              for i in range(len(votes[name]))]
-        return out
+        return Routed(out, targets=targets)
 
 
 class SelfRouter:
@@ -99,10 +103,12 @@ class GroundTruthRouter:
     def __init__(self, config: NoConfig, ctx=None):
         pass
 
-    def route(self, votes, labels, verifier, aggregator, truth=None) -> Rewards:
+    def route(self, votes, labels, verifier, aggregator, truth=None) -> Routed:
         if truth is None:
             raise ValueError("ground_truth router needs labels; the task's train split has none")
-        return {name: [match(vs, t, verifier) for vs, t in zip(votes[name], truth)] for name in votes}
+        given = [PseudoLabel(t, 1.0, {}) for t in truth]
+        return Routed({name: [match(vs, t, verifier) for vs, t in zip(votes[name], truth)] for name in votes},
+                      targets={name: given for name in votes})
 
 
 @attrs.frozen
@@ -127,8 +133,9 @@ class JudgeRouter:
             return [f"judge {config.judge!r} is not an agent; agents: {', '.join(names)}"]
         return []
 
-    def route(self, votes, labels, verifier, aggregator, truth=None) -> Rewards:
-        return {name: _against(votes[name], labels[self.judge], verifier) for name in votes}
+    def route(self, votes, labels, verifier, aggregator, truth=None) -> Routed:
+        return Routed({name: _against(votes[name], labels[self.judge], verifier) for name in votes},
+                      targets={name: labels[self.judge] for name in votes})
 
 
 @hookimpl

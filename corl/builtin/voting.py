@@ -12,7 +12,7 @@ import attrs
 
 from corl.plugins import hookimpl
 from corl.protocols import AnswerVerifier
-from corl.types import PseudoLabel, Vote
+from corl.types import PseudoLabel, Vote, VoteContext
 
 TieBreak = Literal["random", "none"]
 
@@ -79,7 +79,8 @@ class MajorityVote:
     def __init__(self, config: MajorityConfig, ctx=None):
         self.config, self.seed = config, getattr(ctx, "seed", 0)
 
-    def aggregate(self, votes: Sequence[Sequence[Vote]], verifier: AnswerVerifier) -> list[PseudoLabel]:
+    def aggregate(self, votes: Sequence[Sequence[Vote]], verifier: AnswerVerifier,
+                  context: VoteContext | None = None) -> list[PseudoLabel]:
         return [weighted_label(vs, [1.0] * len(vs), verifier, self.config.tie_break, self.seed, self.config.min_share)
                 for vs in votes]
 
@@ -112,7 +113,8 @@ class WeightedVote:
         consistency = {a: sum(s) / len(s) for a, s in shares.items()}
         return [[consistency[v.agent] for v in vs] for vs in votes]
 
-    def aggregate(self, votes: Sequence[Sequence[Vote]], verifier: AnswerVerifier) -> list[PseudoLabel]:
+    def aggregate(self, votes: Sequence[Sequence[Vote]], verifier: AnswerVerifier,
+                  context: VoteContext | None = None) -> list[PseudoLabel]:
         weights = self._weights(votes, verifier)
         return [weighted_label(vs, ws, verifier, self.config.tie_break, self.seed, self.config.min_share)
                 for vs, ws in zip(votes, weights)]

@@ -64,6 +64,9 @@ class RunSection:
         H: "stop after this many consecutive non-finite (skipped) updates of one agent"})
     collective_timeout: float = attrs.field(default=600.0, validator=attrs.validators.gt(0), metadata={
         H: "several processes: seconds a rank waits for the others at an exchange; past it the run stops"})
+    log_completions: int = attrs.field(default=4, validator=attrs.validators.ge(0), metadata={
+        H: "completions logged per agent each step and each evaluation (prompt, text, extracted answer, the label "
+           "it was scored against, reward, hidden label): samples.jsonl, tensorboard text, trackers' tables (0: none)"})
 
 
 @attrs.frozen

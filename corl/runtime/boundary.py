@@ -6,13 +6,30 @@ exit status 2), not a traceback deep inside the next component.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from corl.errors import PluginError
-from corl.types import PseudoLabel, Rollout, Vote
+from corl.errors import CorlError, PluginError
+from corl.types import PseudoLabel, Rollout, Routed, Vote
+
+
+@contextlib.contextmanager
+def guard(who: str, during: str) -> Iterator[None]:
+    """A component's call: an exception it raises (not a :class:`CorlError`, which already says what to
+    fix, nor a signal's stop) becomes one line naming the component and its plugin and when it
+    happened, ``agent 'llama''s optimizer 'gspo' (plugin corl-gspo) raised RuntimeError: ... during
+    step 3``; its traceback stays on the error (``CORL_DEBUG=1`` prints it)."""
+    try:
+        yield
+    except CorlError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - one line that names the component, the cause kept
+        text = str(exc).strip()
+        first = text.splitlines()[0] if text else ""
+        raise PluginError(f"{who} raised {type(exc).__name__}{': ' + first if first else ''} {during}") from exc
 
 
 def _count(value: Any) -> str:
@@ -53,6 +70,36 @@ def _hashable(value: Any) -> bool:
     except TypeError:
         return False
     return True
+
+
+def check_routed(routed: Any, votes: Mapping[str, Sequence[Sequence[Vote]]],
+                 labels: Mapping[str, Sequence[PseudoLabel]], who: str) -> tuple[Routed, set[str]]:
+    """A router's result as a :class:`Routed` (a plain mapping of rewards is one with defaults:
+    each agent rewarded by its own labels, nothing skipped), checked; and the agents it gave a
+    non-finite reward."""
+    if not isinstance(routed, Routed):
+        routed = Routed(rewards=routed)
+    nonfinite = check_rewards(routed.rewards, votes, who)
+    for field, grid, valid in (("targets", routed.targets, lambda x: x is None or isinstance(x, PseudoLabel)),
+                               ("skipped", routed.skipped, lambda x: isinstance(x, bool))):
+        if not isinstance(grid, Mapping) or set(grid) - set(votes):
+            raise PluginError(f"{who} returned Routed.{field} for agents {sorted(map(str, grid))}; expected a mapping "
+                              f"of some of {sorted(votes)}")
+        for name, rows in grid.items():
+            if not isinstance(rows, Sequence) or len(rows) != len(votes[name]) or not all(map(valid, rows)):
+                kind = "a corl.PseudoLabel or None" if field == "targets" else "a bool"
+                raise PluginError(f"{who} returned Routed.{field}[{name!r}] of {_count(rows)} entries; expected "
+                                  f"one per prompt ({len(votes[name])}), each {kind}")
+    metrics = routed.metrics
+    if not isinstance(metrics, Mapping) or any(
+            name not in votes or not isinstance(m, Mapping)
+            or not all(isinstance(k, str) and isinstance(v, numbers.Real) for k, v in m.items())
+            for name, m in metrics.items()):
+        raise PluginError(f"{who} returned Routed.metrics that are not {{agent: {{name: number}}}} for the run's "
+                          f"agents ({sorted(votes)})")
+    targets = {name: list(routed.targets.get(name, labels[name])) for name in votes}
+    skipped = {name: list(routed.skipped.get(name, [False] * len(votes[name]))) for name in votes}
+    return Routed(routed.rewards, targets, skipped, routed.metrics), nonfinite
 
 
 def check_rewards(rewards: Any, votes: Mapping[str, Sequence[Sequence[Vote]]], who: str) -> set[str]:

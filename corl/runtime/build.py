@@ -13,10 +13,11 @@ from typing import Any
 
 import attrs
 
-from corl.errors import ConfigError, CorlError, PluginError
+from corl.errors import ConfigError, PluginError
 from corl.plugins import Registry
 from corl.protocols import PROTOCOLS, missing_members, traits
 from corl.recipe import ComponentSpec, RunSpec, router_traits
+from corl.runtime.boundary import guard
 from corl.types import Context
 
 
@@ -51,7 +52,14 @@ def check_given(spec: RunSpec, given: Mapping[str, Any]) -> None:
     if len(spec.agents) < declared.min_agents:
         raise ConfigError(f"router= object {type(router).__name__} needs at least {declared.min_agents} agents, the "
                           f"recipe has {len(spec.agents)}")
-    for problem in declared.check(spec.topology.config, spec.agents) if declared.check else ():
+    if declared.check is None:
+        return
+    try:  # its own check reads its own config (the recipe's [topology] table belongs to another router)
+        config = router.config
+    except AttributeError:
+        raise ConfigError(f"router= object {type(router).__name__} declares check() but has no config attribute for "
+                          "it to check (corl.protocols.RouterTraits)") from None
+    for problem in declared.check(config, spec.agents):
         raise ConfigError(f"router= object {type(router).__name__}: {problem}")
 
 
@@ -73,12 +81,9 @@ class Builder:
         component = self.registry.get(kind, spec.type) if spec.factory is None else None
         factory = spec.factory or component.factory
         who = f"{kind} {spec.type!r} (plugin {component.plugin if component else 'import path'})"
-        try:
+        agent = f"agent {ctx.agent_name!r}'s " if ctx.agent_name and kind in ("agent", "sampler", "optimizer") else ""
+        with guard(f"{agent}{who}", "while building the run"):
             built = factory(spec.config, ctx)
-        except CorlError:
-            raise
-        except Exception as exc:
-            raise RuntimeError(f"{who} failed to build: {exc}") from exc
         missing = missing_members(built, PROTOCOLS[kind]) if kind in PROTOCOLS else []
         if missing:
             raise PluginError(f"{who} built a {type(built).__name__} without {', '.join(missing)} "
@@ -133,11 +138,6 @@ def observers(spec: RunSpec, registry: Registry, ctx: Context, is_writer: bool) 
         if not (is_writer or component.traits.every_rank):
             continue
         config = configured.get(name) or component.config_cls()  # defaults when no table
-        try:
+        with guard(f"observer {name!r} (plugin {component.plugin})", "while building the run"):
             out.append((name, component.factory(config, ctx)))
-        except CorlError:
-            raise
-        except Exception as exc:
-            raise PluginError(f"observer {name!r} (plugin {component.plugin}) failed to build: "
-                              f"{type(exc).__name__}: {exc}") from exc
     return out

@@ -5,42 +5,56 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from corl.protocols import Agent, Aggregator, AnswerVerifier, Sampler
+from corl.protocols import Agent, AnswerVerifier, Sampler
+from corl.runtime.boundary import check_rollout, guard
 from corl.runtime.cohort import pairwise
 from corl.runtime.rng import fixed, stream_seed
+from corl.runtime.samples import as_json, eval_samples
 from corl.runtime.verify import extract_all
-from corl.types import Prompt, Rollout, Vote
+from corl.types import Completion, Prompt, Rollout, Vote
 
 
-def votes_of(rollout: Rollout, verifier: AnswerVerifier) -> list[list[Vote]]:
-    """One vote per completion: its extracted answer, its agent and its sampling confidence."""
-    answers = extract_all(verifier, rollout.prompts, rollout.texts)
+def votes_of(rollout: Rollout, verifier: AnswerVerifier, who: str = "the task's verifier",
+             during: str = "") -> list[list[Vote]]:
+    """One vote per completion: its extracted answer, its agent and its sampling confidence (an
+    exception in the verifier is one line naming it, never a silent missing answer)."""
+    with guard(who, during or "while extracting answers"):
+        answers = extract_all(verifier, rollout.prompts, rollout.texts)
     return [[Vote(a, rollout.agent, c) for a, c in zip(row, confs)]
             for row, confs in zip(answers, rollout.confidences)]
 
 
 def evaluate(agent: Agent, sampler: Sampler, verifier: AnswerVerifier, prompts: Sequence[Prompt],
-             aggregator: Aggregator, k: int, temperature: float,
-             check: Callable[[], None] = lambda: None) -> tuple[dict[str, float], list[Any]]:
-    """Score ``agent`` on labeled ``prompts``; maj@k votes through ``aggregator``. ``check`` is
-    called between the stretches of work (a run's :meth:`~corl.types.StopToken.check`).
+             aggregator: Any, k: int, temperature: float,
+             check: Callable[[], None] = lambda: None, *, who: Callable[[str], str] = lambda kind: kind,
+             log: int = 0, step: int = 0) -> tuple[dict[str, float], list[Any], list[Completion]]:
+    """Score ``agent`` on labeled ``prompts``; maj@k votes through ``aggregator`` (the run's
+    :class:`~corl.runtime.aggregation.BoundAggregator`). ``check`` is called between the stretches of
+    work (a run's :meth:`~corl.types.StopToken.check`); ``who(kind)`` names a component in messages.
 
-    Returns the scores and the agent's greedy answers (for cohort diagnostics).
+    Returns the scores, the agent's greedy answers (for cohort diagnostics) and its first ``log``
+    sampled completions (:func:`corl.runtime.samples.eval_samples`).
     """
     if not prompts:
-        return {}, []
+        return {}, [], []
 
-    greedy = sampler.sample(agent, prompts, 1, greedy=True)
+    name = agent.name
+    with guard(who("sampler"), "in an evaluation (greedy)"):
+        greedy = sampler.sample(agent, prompts, 1, greedy=True)
+    check_rollout(greedy, prompts, 1, who("sampler"))
     check()
-    sampled = sampler.sample(agent, prompts, k, temperature=temperature)
+    with guard(who("sampler"), "in an evaluation"):
+        sampled = sampler.sample(agent, prompts, k, temperature=temperature)
+    check_rollout(sampled, prompts, k, who("sampler"))
     check()
-    votes = votes_of(sampled, verifier)  # each answer extracted once
+    votes = votes_of(sampled, verifier, who("verifier"), "in an evaluation")  # each answer extracted once
     hits = [[v.answer is not None and verifier.equivalent(v.answer, p.label) for v in vs]
             for p, vs in zip(prompts, votes)]
-    labels = aggregator.aggregate(votes, verifier)  # maj@k under the run's voting rule (and its gates)
+    labels = aggregator.maj(votes, verifier, name)  # maj@k under the run's voting rule (and its gates), checked
     n = len(prompts)
     rates = [sum(h) / k for h in hits]
-    answers = [row[0] for row in extract_all(verifier, greedy.prompts, [texts[:1] for texts in greedy.texts])]
+    greedy_votes = votes_of(greedy, verifier, who("verifier"), "in an evaluation")
+    answers = [row[0].answer for row in greedy_votes]
     return {
         "greedy": sum(a is not None and verifier.equivalent(a, p.label) for a, p in zip(answers, prompts)) / n,
         "pass@1": sum(rates) / n,
@@ -50,7 +64,7 @@ def evaluate(agent: Agent, sampler: Sampler, verifier: AnswerVerifier, prompts: 
                         for p, lab in zip(prompts, labels)) / n,
         f"pass@{k}": sum(any(h) for h in hits) / n,
         "length": sum(sum(ls) for ls in sampled.lengths) / (n * k),
-    }, answers
+    }, answers, eval_samples(name, step, prompts, sampled.texts, votes, labels, log)
 
 
 def evaluate_run(run, step: int, notify: bool = True) -> dict[str, dict[str, float]]:
@@ -67,15 +81,18 @@ def evaluate_run(run, step: int, notify: bool = True) -> dict[str, dict[str, flo
             with fixed(stream_seed(run.spec.run.seed, f"{slot.name}/eval")):
                 scores = evaluate(slot.agent, slot.sampler, run.verifier, run.eval_prompts,
                                   run.aggregator, run.spec.eval.k, run.spec.eval.temperature,
-                                  check=run.stop.check)
+                                  check=run.stop.check, who=lambda kind, name=slot.name: run.who(kind, name),
+                                  log=run.spec.run.log_completions, step=step)
             local[slot.name] = scores if run.layout.leads(slot.name) else None
         else:
             local[slot.name] = None
     gathered = run.layout.gather(local, f"step {step}: exchanging evaluations")
     results = {name: per_rank[0][0] for name, per_rank in gathered.items()}
     answers = {name: per_rank[0][1] for name, per_rank in gathered.items()}
+    samples = [c for per_rank in gathered.values() for c in per_rank[0][2]]
     cohort = pairwise(answers, run.verifier, [p.label for p in run.eval_prompts])
     run.state.evals[step], run.state.cohorts[step] = results, cohort
+    run.eval_samples[step] = as_json(samples)
     if notify:
-        run.notify("corl_on_eval_end", step=step, results=results, cohort=cohort)
+        run.notify("corl_on_eval_end", step=step, results=results, cohort=cohort, samples=tuple(samples))
     return results

@@ -10,7 +10,7 @@ signals never interrupt that write.
 
 from __future__ import annotations
 
-from corl.errors import Interrupted
+from corl.errors import Interrupted, PluginError
 from corl.runtime import checkpoint
 
 
@@ -36,3 +36,14 @@ def stopped(run, signum: int, where: str | None = None) -> Interrupted:
         return Interrupted(signum, f"{where}; nothing was trained yet, so there is no checkpoint; run the same "
                                    "command again to start over")
     return Interrupted(signum, f"{where}; checkpoint {path}; continue with --resume")
+
+
+def failed(run, error: PluginError) -> PluginError:
+    """A component's failure during training, with where the run can be continued from: the same
+    one line plus the last checkpoint (the traceback stays on it as its cause)."""
+    last = checkpoint.latest(run.checkpoint_root)
+    hint = (f"; last checkpoint {last}; continue with --resume" if last else
+            "; no checkpoint was written before it (run.checkpoint_every), so a new run starts over")
+    out = PluginError(f"{error}{hint}")
+    out.__cause__ = error.__cause__
+    return out

@@ -20,10 +20,11 @@ import attrs
 
 from corl import logs
 from corl import recipe as recipe_mod
-from corl.errors import CorlError, Interrupted, Stopping
+from corl.errors import CorlError, Interrupted, PluginError, Stopping
 from corl.plugins import Registry, build_registry, call_hook, distributions, make_plugin_manager, register
 from corl.protocols import Aggregator, RewardRouter, Task
 from corl.runtime import checkpoint, distributed, folder, interrupts, process, snapshot
+from corl.runtime.aggregation import BoundAggregator
 from corl.runtime.build import AgentSlot, Builder, check_given, observers, shaping_terms
 from corl.runtime.evaluation import evaluate_run
 from corl.runtime.metrics import run_summary
@@ -66,6 +67,7 @@ class Run:
         self.agents: list[AgentSlot] = []
         self.state = RunState(DataOrder.seeded(spec.run.seed))
         self.view = RunView(self)
+        self.eval_samples: dict[int, list[dict[str, Any]]] = {}  # step -> logged completions (runtime.samples)
         self.stop_reason: str | None = None  # set by request_stop
         self.stopped_at: int | None = None
         self._who: dict[tuple[str, str], str] = {}
@@ -114,6 +116,7 @@ class Run:
         ctx = Context(spec=spec, seed=spec.run.seed, log=self.log, stop=self.stop, closers=self.closers)
         self._name("task", spec.task)
         self.task = self._given["task"] or build("task", spec.task, ctx)
+        self._who["verifier", ""] = f"{self.who('task')}'s verifier"
         self.verifier = BoundedVerifier(self.task.verifier, spec.run.answer_timeout)
         held_out = list(self.task.split("eval"))
         if spec.eval.size > len(held_out):
@@ -139,12 +142,13 @@ class Run:
             actx = attrs.evolve(actx, agent=agent)
             optimizer = None if a.frozen else build("optimizer", a.optimizer, actx)
             self.agents.append(AgentSlot(a.name, agent, build("sampler", a.sampler, actx), optimizer))
-            for kind, component in (("sampler", a.sampler), ("optimizer", a.optimizer)):
+            for kind, component in (("agent", a.agent), ("sampler", a.sampler), ("optimizer", a.optimizer)):
                 self._name(kind, component, a.name)
         self.streams = AgentStreams(spec.run.seed, [(s.name, layout.member(s.name)) for s in self.agents])
         self._name("aggregator", spec.voting.aggregator)
         self._name("router", spec.topology)
-        self.aggregator = self._given["aggregator"] or build("aggregator", spec.voting.aggregator, ctx)
+        self.aggregator = BoundAggregator(self._given["aggregator"] or build("aggregator", spec.voting.aggregator, ctx),
+                                          self.who("aggregator"))
         self.router = self._given["router"] or build.router(spec, ctx)
         self.shaping = shaping_terms(spec, self.registry, build, ctx)
         self.phase = "while building the run"
@@ -250,11 +254,15 @@ class Run:
             except BaseException as exc:
                 if isinstance(exc, Stopping):  # an evaluation abandoned: save what was trained
                     exc = interrupts.stopped(self, exc.signum)
+                elif type(exc) is PluginError:  # a component failed: say where the run can go on from
+                    exc = interrupts.failed(self, exc)
                 # Observers must close their files (and flush their logs) even when the run stops early.
                 self._notify_failed(exc)
                 self.layout.close(wait=False)  # another rank may be gone: do not wait for it
                 if isinstance(exc, Interrupted):
                     raise exc from None
+                if isinstance(exc, PluginError):
+                    raise exc from exc.__cause__
                 raise
             summary = run_summary(self, time.perf_counter() - started)
             if self.layout.is_writer:

@@ -19,32 +19,44 @@ from corl.types import PseudoLabel, Vote
 SUMMED_METRICS = ("verify_timeouts",)
 
 
-def vote_metrics(votes: Sequence[Sequence[Vote]], labels: Sequence[PseudoLabel], rewards: Sequence[Sequence[float]],
+def vote_metrics(votes: Sequence[Sequence[Vote]], labels: Sequence[PseudoLabel],
+                 targets: Sequence[PseudoLabel | None], skipped: Sequence[bool], rewards: Sequence[Sequence[float]],
                  truth: Sequence[Any], verifier: AnswerVerifier, n_train: int) -> dict[str, float]:
-    """One agent's label-free metrics (and, where every prompt has a label, monitoring ones)."""
-    train_rewards = [r[:n_train] for r in rewards]
+    """One agent's label-free metrics (and, where every prompt has a label, monitoring ones).
+
+    ``labels`` are the agent's own pseudo-labels (``label_mode_share``: collusion); ``targets`` the
+    ones it was rewarded against (``label_share``, ``label_accuracy``: its peer's under a ring). The
+    prompts its router skipped count in no reward statistic: deliberate gating is not a collapse."""
+    kept = [p for p, skip in enumerate(skipped) if not skip]
+    train_rewards = [rewards[p][:n_train] for p in kept]
     flat = [x for r in train_rewards for x in r]
     finite = [x for x in flat if math.isfinite(x)]
+    given = [(p, t) for p, t in enumerate(targets) if t is not None and not skipped[p]]
     m = {
-        "label_share": statistics.fmean(lab.share for lab in labels),
         "answered": statistics.fmean(v.answer is not None for vs in votes for v in vs),
         # label-free answer diversity: distinct answers per prompt (falls when sampling collapses)
         "distinct_answers": statistics.fmean(len({v.answer for v in vs if v.answer is not None}) for vs in votes),
         "label_mode_share": mode_share([lab.answer for lab in labels]),
     }
+    if given:
+        m["label_share"] = statistics.fmean(t.share for _, t in given)
+    if len(kept) < len(skipped):
+        m["skipped_prompts"] = (len(skipped) - len(kept)) / len(skipped)
     if finite:  # no finite reward (the update was skipped): no reward statistics
         m["reward_mean"], m["reward_std"] = statistics.fmean(finite), statistics.pstdev(finite)
     if truth and all(t is not None for t in truth):
-        m["label_accuracy"] = statistics.fmean(lab.answer is not None and verifier.equivalent(lab.answer, t)
-                                               for lab, t in zip(labels, truth))
-        correct = [[float(v.answer is not None and verifier.equivalent(v.answer, t)) for v in vs[:n_train]]
-                   for vs, t in zip(votes, truth)]
+        if given:
+            m["label_accuracy"] = statistics.fmean(t.answer is not None and verifier.equivalent(t.answer, truth[p])
+                                                   for p, t in given)
+        correct = [[float(v.answer is not None and verifier.equivalent(v.answer, truth[p])) for v in votes[p][:n_train]]
+                   for p in kept]
         # With no sample rewarded, "every reward agrees with correctness" only says every answer was wrong
         # and nothing was paid: the reward told the agent nothing, so its accuracy is not reported (not 100%).
         if any(r > 0 for r in finite):
             m["reward_accuracy"] = statistics.fmean(float(r == c) for rs, cs in zip(train_rewards, correct)
                                                     for r, c in zip(rs, cs))
-        m["train_accuracy"] = statistics.fmean(x for cs in correct for x in cs)
+        m["train_accuracy"] = statistics.fmean(float(v.answer is not None and verifier.equivalent(v.answer, t))
+                                               for vs, t in zip(votes, truth) for v in vs[:n_train])
     return m
 
 

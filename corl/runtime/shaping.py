@@ -16,7 +16,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from corl.runtime.boundary import check_shaping
+from corl.runtime.boundary import check_shaping, guard
 from corl.types import Rollout, Vote
 
 Grid = list[list[float]]
@@ -31,7 +31,8 @@ def score(run, rollout: Rollout, votes: Sequence[Sequence[Vote]]) -> dict[str, G
     for slot in run.shaping:
         # ground truth only for a term that declares it reads labels (validation allows one only in a supervised run)
         truth = [p.label for p in rollout.prompts] if slot.needs_labels and run.spec.run.supervised else None
-        values = slot.term.score(rollout, answers, run.verifier, truth)
+        with guard(slot.who, f"for agent {rollout.agent!r}'s completions"):
+            values = slot.term.score(rollout, answers, run.verifier, truth)
         out[slot.spec.name] = check_shaping(values, rollout, slot.who)
     return out
 

@@ -40,14 +40,34 @@ class FakeOptimizerConfig:
 
 @attrs.frozen
 class FakeBatch:
-    choices: Any  # [rows] index of the sampled answer kind (0: right)
-    old_logprobs: Any  # [rows]
+    """A :class:`corl.protocols.TokenBatch` of one-token completions: each row's token is the index of
+    the answer kind it sampled (0: right)."""
+
+    completion_ids: Any  # [rows, 1] index of the sampled answer kind
+    old_logprobs: Any  # [rows, 1] at `temperature`
+    temperature: float = 1.0
+
+    @property
+    def completion_mask(self):
+        import torch
+
+        return torch.ones_like(self.completion_ids)
+
+    def select(self, rows) -> FakeBatch:
+        import torch
+
+        index = torch.as_tensor(list(rows), dtype=torch.long)
+        return FakeBatch(self.completion_ids[index], self.old_logprobs[index], self.temperature)
 
 
 class FakeAgent:
     """A policy of one softmax over answer *kinds*: the right answer, or the k-th of ``wrong``
     wrong ones (label + a per-agent offset). Shared by every prompt, so what it learns on the
-    train split shows on held-out prompts; prompts without an integer label get a stand-in."""
+    train split shows on held-out prompts; prompts without an integer label get a stand-in.
+
+    Its logits are a trainable parameter and its batches are :class:`corl.protocols.TokenBatch`
+    (one token per completion), so the built-in ``grpo`` and ``rloo`` optimizers, or yours, train it
+    as they train a language model; ``freeze_reference`` keeps a copy for a KL term."""
 
     def __init__(self, config: FakeAgentConfig, ctx: Context):
         import torch
@@ -56,7 +76,8 @@ class FakeAgent:
         self.writes = ctx.group.rank == 0  # on several ranks every one calls save_state; the first writes
         acc, k = config.accuracy, config.wrong
         right = math.log(max(acc, 1e-6)) - math.log(max((1 - acc) / k, 1e-6))
-        self.logits = torch.tensor([right] + [0.0] * k)
+        self.logits = torch.nn.Parameter(torch.tensor([right] + [0.0] * k))
+        self.reference = None
         self._offset = 0 if config.shared_wrong else sum(map(ord, self.name)) % 7
 
     def candidates(self, prompt: Prompt) -> list[str]:
@@ -67,11 +88,16 @@ class FakeAgent:
         return [self.logits]
 
     def token_logprobs(self, batch: FakeBatch, rows, *, reference: bool = False):
-        logp = self.logits.log_softmax(-1)[batch.choices[rows]]
-        return logp[:, None], (logp * 0)[:, None]
+        if reference and self.reference is None:
+            raise RuntimeError(f"agent {self.name!r}: reference log-probs asked before freeze_reference()")
+        logits = self.reference if reference else self.logits
+        logp_all = (logits / batch.temperature).log_softmax(-1)
+        logp = logp_all[batch.completion_ids[rows, 0]]
+        entropy = -(logp_all.exp() * logp_all).sum().detach().expand(len(logp))
+        return logp[:, None], entropy[:, None]
 
     def freeze_reference(self) -> None:
-        raise NotImplementedError("the fake agent keeps no reference; use kl = 0")
+        self.reference = self.logits.detach().clone()
 
     def save(self, path: str) -> None:
         self.save_state(path)
@@ -82,12 +108,14 @@ class FakeAgent:
         if not self.writes:
             return
         Path(path).mkdir(parents=True, exist_ok=True)
-        save_file({"logits": self.logits.contiguous()}, str(Path(path) / "model.safetensors"))
+        save_file({"logits": self.logits.detach().contiguous()}, str(Path(path) / "model.safetensors"))
 
     def load_state(self, path: str) -> None:
+        import torch
         from safetensors.torch import load_file
 
-        self.logits = load_file(str(Path(path) / "model.safetensors"))["logits"]
+        with torch.no_grad():  # the same parameter: an optimizer built before the restore keeps holding it
+            self.logits.copy_(load_file(str(Path(path) / "model.safetensors"))["logits"])
 
 
 class FakeSampler:
@@ -100,8 +128,10 @@ class FakeSampler:
                temperature: float | None = None) -> Rollout:
         import torch
 
+        temp = 1.0 if greedy else (temperature or 1.0)
         texts, confs, choices, logps = [], [], [], []
-        logp = (agent.logits / (temperature or 1.0)).log_softmax(-1)
+        with torch.no_grad():
+            logp = (agent.logits / temp).log_softmax(-1)
         for p in prompts:
             names = agent.candidates(p)
             picks = logp.argmax().repeat(n) if greedy else torch.multinomial(logp.exp(), n, replacement=True)
@@ -109,7 +139,7 @@ class FakeSampler:
             confs.append(tuple(logp[picks].tolist()))
             choices += picks.tolist()
             logps += logp[picks].tolist()
-        batch = FakeBatch(torch.tensor(choices), torch.tensor(logps))
+        batch = FakeBatch(torch.tensor(choices)[:, None], torch.tensor(logps)[:, None], temp)
         return Rollout(agent=agent.name, prompts=tuple(prompts), texts=tuple(texts),
                        lengths=tuple((1,) * n for _ in prompts), confidences=tuple(confs), batch=batch)
 
@@ -126,18 +156,19 @@ class FakeOptimizer:
     def step(self, rollout: Rollout, rewards: Sequence[Sequence[float]]) -> dict[str, float]:
         import torch
 
-        logits, n = self.agent.logits, rollout.n
+        logits, n = self.agent.logits.detach(), rollout.n
         probs, grad = logits.softmax(-1), torch.zeros_like(logits)
         for p, row in enumerate(rewards):
             mean = sum(row) / len(row)
             for s, reward in enumerate(row):
                 onehot = torch.zeros_like(logits)
-                onehot[rollout.batch.choices[p * n + s]] = 1.0
+                onehot[rollout.batch.completion_ids[p * n + s, 0]] = 1.0
                 grad += (reward - mean) * (onehot - probs)
         grad /= max(1, sum(len(row) for row in rewards))
         if not bool(torch.isfinite(grad).all()):
             return {"nonfinite": 1.0}  # skipped: nothing measured
-        logits += self.lr * grad
+        with torch.no_grad():
+            self.agent.logits += self.lr * grad
         return {"loss": 0.0, "grad_norm": float(grad.norm()), "nonfinite": 0.0}
 
     def save_state(self, path: str) -> None:

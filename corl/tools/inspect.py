@@ -126,7 +126,7 @@ def _cohort(run, args) -> int:
         for slot in run.agents:
             rollout = slot.sampler.sample(slot.agent, prompts, n)
             votes = votes_of(rollout, run.verifier)
-            pseudo = run.aggregator.aggregate(votes, run.verifier)
+            pseudo = run.aggregator.own_labels(votes, run.verifier, slot.name)
             labels[slot.name] = [p.answer for p in pseudo]
             strength.append(sum(p.share for p in pseudo) / len(pseudo))
         names = list(labels)

@@ -47,7 +47,7 @@ def test_entry_point_plugins_are_autoloaded_and_listed(star):
     pm = make_plugin_manager()
     registry = build_registry(pm)
     star = registry.get("router", "star")
-    assert star.plugin == "star"
+    assert star.plugin == "corl-star"  # messages name the distribution users install
     rows = {r["name"]: r for r in describe(pm)}
     assert rows["star"]["version"] == "1.2.3" and rows["star"]["distribution"] == "corl-star"
     assert rows["star"]["hooks"] == ["corl_register_components"]
@@ -178,5 +178,5 @@ def test_corl_plugins_json_lists_plugins_components_and_sections(star):
     data = json.loads(out.stdout)
     star_row = next(r for r in data["plugins"] if r["name"] == "star")
     assert star_row["distribution"] == "corl-star" and star_row["version"] == "1.2.3"
-    assert {"kind": "router", "name": "star", "plugin": "star", "help": "everyone <- one hub agent"} in data["components"]
+    assert {"kind": "router", "name": "star", "plugin": "corl-star", "help": "everyone <- one hub agent"} in data["components"]
     assert {s["name"] for s in data["sections"]} == {"zoo"}

@@ -16,7 +16,8 @@ from corl.types import Prompt, Rollout
 
 @attrs.frozen
 class SampleBatch:
-    """Token-level payload of a rollout, rows prompt-major (row = prompt * n + sample)."""
+    """Token-level payload of a rollout, rows prompt-major (row = prompt * n + sample): a
+    :class:`corl.protocols.TokenBatch`, plus the prompt tokens the agent reads again."""
 
     sequences: object  # [R, P + T] prompt (left-padded) + completion
     attention_mask: object  # [R, P + T], zero on padding and after the first EOS
@@ -24,6 +25,22 @@ class SampleBatch:
     old_logprobs: object  # [R, T] sampling-time log-probs at ``temperature``
     prompt_len: int
     temperature: float
+
+    @property
+    def completion_ids(self):
+        return self.sequences[:, self.prompt_len:]
+
+    def select(self, rows) -> SampleBatch:
+        import torch
+
+        index = torch.as_tensor(list(rows), dtype=torch.long)
+        return attrs.evolve(self, sequences=self.sequences[index], attention_mask=self.attention_mask[index],
+                            completion_mask=self.completion_mask[index], old_logprobs=self.old_logprobs[index],
+                            **self._select_extra(index.tolist()))
+
+    def _select_extra(self, rows: list[int]) -> dict:
+        """What a subclass carries per row besides the tensors (a vision batch: each row's images)."""
+        return {}
 
 
 

@@ -44,6 +44,9 @@ class VisionSampleBatch(SampleBatch):
 
     images: tuple = ()
 
+    def _select_extra(self, rows: list[int]) -> dict:
+        return {"images": tuple(self.images[r] for r in rows)}
+
 
 class VisionAgent:
     """An image-text-to-text model with its processor: the ``hf_vision`` agent."""

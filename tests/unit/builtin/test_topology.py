@@ -3,10 +3,15 @@ import pytest
 from corl.builtin.tasks.arithmetic import IntegerVerifier
 from corl.builtin.topology import AllPairsConfig, AllPairsRouter, GroundTruthRouter, NoConfig, RingRouter, SelfRouter
 from corl.builtin.voting import MajorityConfig, MajorityVote
-from corl.types import Vote
+from corl.types import Routed, Vote
 
 V = IntegerVerifier()
 AGG = MajorityVote(MajorityConfig())
+
+
+def rewards(routed):
+    """A router's rewards, whether it returned a Routed or a plain mapping."""
+    return routed.rewards if isinstance(routed, Routed) else routed
 
 
 def setup():
@@ -23,7 +28,7 @@ def setup():
 def test_ring_rewards_each_agent_against_the_next():
     votes, labels = setup()
     assert labels["c"][0].answer in (1, 3)  # a tie, broken by seed
-    out = RingRouter(NoConfig()).route(votes, labels, V, AGG)
+    out = rewards(RingRouter(NoConfig()).route(votes, labels, V, AGG))
     assert out["a"] == [[0.0, 0.0, 1.0, 0.0]]  # against b's label 2
     assert out["b"] == [[float(labels["c"][0].answer == x) for x in (2, 2, 2, 1)]]
     assert out["c"] == [[0.0, 0.0, 1.0, 1.0]]  # against a's label 1
@@ -31,17 +36,17 @@ def test_ring_rewards_each_agent_against_the_next():
 
 def test_self_is_ttrl():
     votes, labels = setup()
-    out = SelfRouter(NoConfig()).route(votes, labels, V, AGG)
+    out = rewards(SelfRouter(NoConfig()).route(votes, labels, V, AGG))
     assert out["a"] == [[1.0, 1.0, 0.0, 0.0]]
     assert out["b"] == [[1.0, 1.0, 1.0, 0.0]]
 
 
 def test_all_pairs_pooled_vote_and_mean():
     votes, labels = setup()
-    pooled = AllPairsRouter(AllPairsConfig(combine="vote")).route(votes, labels, V, AGG)
+    pooled = rewards(AllPairsRouter(AllPairsConfig(combine="vote")).route(votes, labels, V, AGG))
     # a's peers b and c pooled: 2 x3, 1 x3, 3 x2 -> tie 1/2; b's peers a, c pooled: 1 x4 wins.
     assert pooled["b"] == [[0.0, 0.0, 0.0, 1.0]]
-    mean = AllPairsRouter(AllPairsConfig(combine="mean")).route(votes, labels, V, AGG)
+    mean = rewards(AllPairsRouter(AllPairsConfig(combine="mean")).route(votes, labels, V, AGG))
     # b against a's label (1) and c's label: its 4th vote (1) matches a.
     c_label = labels["c"][0].answer
     assert mean["b"] == [[pytest.approx((0 + (c_label == 2)) / 2)] * 3 + [pytest.approx((1 + (c_label == 1)) / 2)]]
@@ -50,14 +55,14 @@ def test_all_pairs_pooled_vote_and_mean():
 def test_two_agent_ring_is_mutual():
     votes, labels = setup()
     two = {k: votes[k] for k in ("a", "b")}
-    out = RingRouter(NoConfig()).route(two, {k: labels[k] for k in two}, V, AGG)
+    out = rewards(RingRouter(NoConfig()).route(two, {k: labels[k] for k in two}, V, AGG))
     assert out["a"] == [[0.0, 0.0, 1.0, 0.0]] and out["b"] == [[0.0, 0.0, 0.0, 1.0]]
 
 
 def test_ground_truth_router_needs_and_uses_labels():
     votes, labels = setup()
     assert GroundTruthRouter.supervised and not RingRouter.supervised and not SelfRouter.supervised
-    out = GroundTruthRouter(NoConfig()).route(votes, labels, V, AGG, truth=[3])
+    out = rewards(GroundTruthRouter(NoConfig()).route(votes, labels, V, AGG, truth=[3]))
     assert out["c"] == [[1.0, 1.0, 0.0, 0.0]]
     with pytest.raises(ValueError):
         GroundTruthRouter(NoConfig()).route(votes, labels, V, AGG, truth=None)
@@ -66,7 +71,7 @@ def test_ground_truth_router_needs_and_uses_labels():
 def test_no_label_means_no_reward():
     votes = {"a": [[Vote(None, "a")] * 2], "b": [[Vote(4, "b")] * 2]}
     labels = {k: AGG.aggregate(v, V) for k, v in votes.items()}
-    out = RingRouter(NoConfig()).route(votes, labels, V, AGG)
+    out = rewards(RingRouter(NoConfig()).route(votes, labels, V, AGG))
     assert out["b"] == [[0.0, 0.0]]
 
 
@@ -74,5 +79,23 @@ def test_judge_rewards_everyone_against_the_judge():
     from corl.builtin.topology import JudgeConfig, JudgeRouter
 
     votes, labels = setup()
-    out = JudgeRouter(JudgeConfig(judge="b")).route(votes, labels, V, AGG)
+    out = rewards(JudgeRouter(JudgeConfig(judge="b")).route(votes, labels, V, AGG))
     assert out["a"] == [[0.0, 0.0, 1.0, 0.0]] and out["c"] == [[0.0, 0.0, 0.0, 0.0]]  # b's label is 2
+
+
+def test_each_router_says_which_label_rewarded_whom():
+    """label_share / label_accuracy read Routed.targets: the peer's label under a ring, the judge's,
+    the pool's, the truth; a mean over peers has no one label."""
+    from corl.builtin.topology import JudgeConfig, JudgeRouter
+
+    votes, labels = setup()
+    ring = RingRouter(NoConfig()).route(votes, labels, V, AGG)
+    assert ring.targets == {"a": labels["b"], "b": labels["c"], "c": labels["a"]}
+    judge = JudgeRouter(JudgeConfig(judge="b")).route(votes, labels, V, AGG)
+    assert all(judge.targets[name] == labels["b"] for name in votes)
+    pooled = AllPairsRouter(AllPairsConfig(combine="vote")).route(votes, labels, V, AGG)
+    assert pooled.targets["b"][0].answer == 1  # a's and c's votes pooled
+    mean = AllPairsRouter(AllPairsConfig(combine="mean")).route(votes, labels, V, AGG)
+    assert mean.targets["a"] == [None]
+    truth = GroundTruthRouter(NoConfig()).route(votes, labels, V, AGG, truth=[3])
+    assert truth.targets["a"][0].answer == 3

@@ -188,5 +188,7 @@ def test_an_observer_that_raises_mid_run_is_named_with_its_plugin(tmp_path):
     with pytest.raises(PluginError) as info:
         corl.testing.run_tiny(tmp_path, fake_recipe(**{"run.observers": ["jsonl", "flaky"]}), plugins=[Plugin()])
     assert str(info.value).startswith("observer 'flaky' (plugin tests.unit.runtime.test_build.")
-    assert str(info.value).endswith(".Plugin): corl_on_eval_end raised KeyError: 'pass@1'")
+    assert ".Plugin): corl_on_eval_end raised KeyError: 'pass@1'; " in str(info.value)
+    assert str(info.value).endswith("; no checkpoint was written before it (run.checkpoint_every), so a new run "
+                                    "starts over")  # where the run can go on from
     assert (tmp_path / "metrics.jsonl").read_text().count('"kind": "train"') == 3  # the others were told and closed

@@ -18,18 +18,41 @@ def labels(*answers):
     return [PseudoLabel(a, 1.0 if a is not None else 0.0, {}) for a in answers]
 
 
+def own(votes, labels, rewards, truth, n_train, skipped=None):
+    """vote_metrics of an agent rewarded by its own labels (a self router)."""
+    return vote_metrics(votes, labels, labels, skipped or [False] * len(votes), rewards, truth, IntegerVerifier(),
+                        n_train)
+
+
 def test_reward_accuracy_needs_a_rewarded_sample():
     wrong = votes([1, 2], [3, 4])  # every answer wrong against truth 9
-    nothing = vote_metrics(wrong, labels(None, None), [[0.0, 0.0], [0.0, 0.0]], [9, 9], IntegerVerifier(), 2)
+    nothing = own(wrong, labels(None, None), [[0.0, 0.0], [0.0, 0.0]], [9, 9], 2)
     assert "reward_accuracy" not in nothing  # "every zero reward agreed with a wrong answer" is not 100%
     assert nothing["label_accuracy"] == 0.0 and nothing["train_accuracy"] == 0.0
-    some = vote_metrics(votes([9, 2], [3, 4]), labels(9, None), [[1.0, 0.0], [0.0, 0.0]], [9, 9], IntegerVerifier(), 2)
+    some = own(votes([9, 2], [3, 4]), labels(9, None), [[1.0, 0.0], [0.0, 0.0]], [9, 9], 2)
     assert some["reward_accuracy"] == 1.0
 
 
 def test_no_finite_reward_gives_no_reward_statistics():
-    m = vote_metrics(votes([1, 2]), labels(1), [[float("nan"), float("nan")]], [None], IntegerVerifier(), 2)
+    m = own(votes([1, 2]), labels(1), [[float("nan"), float("nan")]], [None], 2)
     assert "reward_mean" not in m and "reward_std" not in m and m["answered"] == 1.0
+
+
+def test_label_metrics_describe_the_label_an_agent_was_rewarded_against():
+    """Under a ring the agent is paid by its peer's label: label_accuracy is that label's accuracy."""
+    mine, peers = labels(1, 2), labels(9, 9)
+    m = vote_metrics(votes([1, 1], [2, 2]), mine, peers, [False, False], [[0.0, 0.0], [0.0, 0.0]], [9, 9],
+                     IntegerVerifier(), 2)
+    assert m["label_accuracy"] == 1.0  # the peer's, not its own (0.0)
+    assert "label_share" in m and m["label_mode_share"] == 0.5  # collusion still reads its own labels
+
+
+def test_skipped_prompts_count_in_no_reward_statistic():
+    """A router's deliberate gate: constant rewards there would read as zero reward variance."""
+    m = own(votes([1, 2], [3, 4]), labels(1, None), [[1.0, 0.0], [0.0, 0.0]], [1, 3], 2, skipped=[False, True])
+    assert m["reward_mean"] == 0.5 and m["reward_std"] == 0.5 and m["skipped_prompts"] == 0.5
+    gated = own(votes([1, 2]), labels(None), [[0.0, 0.0]], [1], 2, skipped=[True])
+    assert "reward_std" not in gated and "reward_mean" not in gated  # not measured: no collapse streak
 
 
 def test_ranks_that_did_not_measure_a_metric_are_left_out_of_its_mean():
