@@ -201,6 +201,9 @@ def parser() -> argparse.ArgumentParser:
             sp.add_argument("--k", type=int, default=0, help="samples per prompt for pass@1 / maj@k (default: eval.k)")
             sp.add_argument("--size", type=int, default=None, help="held-out prompts (default: eval.size)")
             sp.add_argument("--base", action="store_true", help="with a run dir: evaluate the base models, not the final ones")
+            sp.add_argument("--samples", type=int, default=0, metavar="N",
+                            help="with --json: include each agent's first N evaluated completions (prompt, text, "
+                                 "extracted answer, maj@k label, hidden label)")
         else:
             sp.add_argument("--prompts", type=int, default=200, help="unlabeled prompts to sample (default 200)")
         sp.set_defaults(fn=fn)

@@ -55,8 +55,11 @@ def _build_for_inspection(args, extra: list[str]):
 
 
 def cmd_eval(args) -> int:
+    if args.samples < 0:
+        raise CorlError(f"--samples {args.samples}: must be 0 or more")
     extra = [f"eval.k={args.k}"] if args.k else []
     extra += [f"eval.size={args.size}"] if args.size is not None else []
+    extra += [f"run.log_completions={args.samples}"]
     run = _build_for_inspection(args, extra)
     try:
         return _eval(run, args)
@@ -75,7 +78,8 @@ def _eval(run, args) -> int:
         results = run.evaluate(0, notify=False)
     cohort = run.cohorts.get(0)
     if args.json:
-        print(json.dumps({"settings": settings, "results": results, "cohort": cohort}, indent=2))
+        extra = {"samples": run.eval_samples.get(0, [])} if args.samples else {}
+        print(json.dumps({"settings": settings, "results": results, "cohort": cohort, **extra}, indent=2))
         return 0
     print(f"{settings['prompts']} held-out prompts; pass@1 and maj@{ev.k} from {ev.k} samples at temperature "
           f"{ev.temperature}; greedy is argmax decoding")

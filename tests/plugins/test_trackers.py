@@ -127,11 +127,16 @@ def test_wandb_offline_logs_the_tensorboard_scalars_and_the_recipe(corl_run):
     assert "train/fake0/reward_mean" in expected and "eval/fake0/pass@1" in expected  # what tensorboard has
     assert any(k.startswith("cohort/") for k in expected)
     history = wandb_history(records)
+    tables = {k: history.pop(k) for k in list(history) if k.startswith("samples/")}
     assert history.keys() == expected.keys()
     for key, steps in expected.items():
         assert history[key].keys() == steps.keys(), key
         assert history[key] == pytest.approx(steps, rel=1e-6), key  # tensorboard stores float32
     assert sorted(history["eval/fake0/pass@1"]) == [0, 2, 4]
+    # the logged completions: a wandb.Table per step and per evaluation
+    assert set(tables["samples/train/_type"].values()) == {"table-file"}
+    assert sorted(tables["samples/train/_type"]) == [1, 2, 3, 4] and sorted(tables["samples/eval/_type"]) == [0, 2, 4]
+    assert set(tables["samples/train/nrows"].values()) == {3 * 4}  # three agents x run.log_completions
     run = of(records, "run")[0]
     assert (run.project, run.display_name, list(run.tags)) == ("co-rl-test", "tiny", ["ring", "fake"])
     updates = [*run.config.update, *(item for c in of(records, "config") for item in c.update)]
@@ -185,8 +190,8 @@ def test_the_wandb_summary_keeps_no_cohort_value_the_last_evaluation_left_undefi
     results = {"a": {"pass@1": 0.5}, "b": {"pass@1": 0.25}}
     cohort = {"agents": ["a", "b"], "agreement": [[1.0, 0.5], [0.5, 1.0]], "phi": [[1.0, 0.3], [0.3, 1.0]],
               "same_wrong": [[None, 0.2], [0.2, None]]}
-    observer.corl_on_eval_end(view, 0, results, cohort)
-    observer.corl_on_eval_end(view, 2, results, {**cohort, "phi": [[None, None], [None, None]]})  # b always wrong
+    observer.corl_on_eval_end(view, 0, results, cohort, ())
+    observer.corl_on_eval_end(view, 2, results, {**cohort, "phi": [[None, None], [None, None]]}, ())  # b always wrong
     observer.corl_on_run_end(view, {"agents": {}, "stop_reason": None})
     summary = wandb_summary(wandb_records(tmp_path))
     assert summary["cohort/agreement/a-b"] == 0.5 and summary["eval/a/pass@1"] == 0.5
@@ -238,6 +243,12 @@ def test_mlflow_file_store_logs_the_tensorboard_scalars_and_the_recipe(corl_run)
     assert run.data.params["run.steps"] == "4" and run.data.params["agents.0.name"] == "fake0"
     local = client.download_artifacts(run_id, "recipe.json", str(out / "artifact"))
     assert json.loads(Path(local).read_text()) == json.loads((out / "recipe.json").read_text())
+    # the logged completions: a table artifact per step, the rows samples.jsonl holds for that step
+    table = json.loads(Path(client.download_artifacts(run_id, "samples/train/step-000002.json",
+                                                      str(out / "artifact"))).read_text())
+    logged = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()]
+    assert table["columns"][:4] == ["step", "agent", "prompt", "completion"]
+    assert [row[3] for row in table["data"]] == [x["completion"] for x in logged if x["kind"] == "train" and x["step"] == 2]
 
 
 def test_mlflow_marks_a_failed_run_failed(corl_run, tmp_path):

@@ -42,6 +42,12 @@ def test_eval_scores_a_runs_final_checkpoints(run_dir, cache_dir):
     for scores in out["results"].values():
         assert 0 <= scores["pass@1"] <= scores["pass@3"] <= 1 and "maj@3" in scores
     assert out["cohort"]["agents"] == ["llama", "qwen2", "neox"] and len(out["cohort"]["phi"]) == 3
+    assert "samples" not in out  # completions only on request
+    with_samples = json.loads(corl("eval", str(run_dir), "--json", "--k", "3", "--size", "12", "--samples", "2",
+                                   cache_dir=cache_dir).stdout)
+    assert [(s["agent"], s["kind"]) for s in with_samples["samples"]] == [(a, "eval") for a in ("llama", "qwen2", "neox")
+                                                                          for _ in range(2)]
+    assert all({"prompt", "completion", "answer", "label", "truth"} <= set(s) for s in with_samples["samples"])
     # the final scores are the ones the run itself measured at its last step (same seed, same stream)
     table = corl("eval", str(run_dir), "--size", "12", "--k", "3", cache_dir=cache_dir)
     assert "12 held-out prompts; pass@1 and maj@3 from 3 samples at temperature 1.0" in table.stdout
@@ -85,5 +91,10 @@ def test_report_renders_the_runs_curves_and_heatmaps(run_dir, cache_dir):
         data = (html.parent / png).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
         assert png in html.read_text()
+    # a few completions per agent, with the answer taken from each and what it was scored against
+    logged = [json.loads(x) for x in (run_dir / "samples.jsonl").read_text().splitlines()]
+    assert {x["agent"] for x in logged} == {"llama", "qwen2", "neox"} and {x["kind"] for x in logged} == {"train", "eval"}
+    report = (html.parent / "report.md").read_text()
+    assert "## Completions" in report and logged[-1]["completion"] in report
     missing = corl("report", str(run_dir / "nope"), cache_dir=cache_dir)
     assert missing.returncode == 2 and "Traceback" not in missing.stderr

@@ -1,6 +1,7 @@
 """A one-page report of a finished (or interrupted) run: PNG figures plus ``report.md`` and ``report.html``.
 
-``render_report(run_dir)`` reads ``metrics.jsonl`` and, when present, ``summary.json`` and writes everything
+``render_report(run_dir)`` reads ``metrics.jsonl`` and, when present, ``summary.json`` and ``samples.jsonl``
+(a few completions per agent, with the answer taken from each and its label and reward) and writes everything
 under ``run_dir/report/``. matplotlib is imported only inside the function, so ``import corl.tools.report`` stays cheap
 and the training path never needs it.
 """
@@ -12,7 +13,16 @@ from pathlib import Path
 from corl.errors import CorlError
 from corl.tools.report.page import _html, _markdown, _page
 from corl.tools.report.plots import CURVES, _plot_cohort, _plot_curves, _plot_eval, _pyplot, _save
-from corl.tools.report.read import _agent_order, _eval_k, _has, _last_cohort, _read_metrics, _read_summary, _run_name
+from corl.tools.report.read import (
+    _agent_order,
+    _eval_k,
+    _has,
+    _last_cohort,
+    _read_metrics,
+    _read_samples,
+    _read_summary,
+    _run_name,
+)
 
 #: The tab10 palette, so an agent keeps its colour in every figure.
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
@@ -51,6 +61,7 @@ def render_report(run_dir: str | Path) -> Path:
             (out / stale).unlink(missing_ok=True)
 
     page = _page(name, summary, train, evals, agents, k, images, cohort_step, cohort)
+    page["samples"] = _read_samples(run_dir / "samples.jsonl")
     (out / "report.md").write_text(_markdown(page))
     path = out / "report.html"
     path.write_text(_html(page))

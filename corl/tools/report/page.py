@@ -119,7 +119,20 @@ def _markdown(page: dict) -> str:
     lines += [""] + [f"*{n}*\n" for n in page["notes"]]
     for file, alt in page["images"].items():
         lines += [f"![{alt}]({file})", ""]
+    if page.get("samples"):
+        lines += ["## Completions", "", SAMPLES_NOTE, ""]
+        cell = lambda v: "" if v is None else str(v).replace("|", "\\|").replace("\n", " ⏎ ")
+        for agent, rows in page["samples"].items():
+            lines += [f"### {agent}", "", "| " + " | ".join(SAMPLE_HEADER) + " |", "|" + "---|" * len(SAMPLE_HEADER)]
+            lines += ["| " + " | ".join(cell(r.get(c)) for c in SAMPLE_HEADER) + " |" for r in rows]
+            lines.append("")
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).rstrip() + "\n"  # parts left out leave no gaps
+
+
+SAMPLE_HEADER = ("kind", "step", "prompt", "completion", "answer", "label", "reward", "truth")
+SAMPLES_NOTE = ("The latest logged completions of each agent (samples.jsonl, run.log_completions a step): the answer "
+                "taken from each, the label it was scored against (train: the pseudo-label that paid it; eval: the "
+                "agent's majority) and the hidden label.")
 
 
 STYLE = """
@@ -132,6 +145,7 @@ th, td { padding: 0.3em 0.8em; border-bottom: 1px solid #ddd; text-align: right;
 th:first-child, td:first-child { text-align: left; }
 .note { color: #666; font-style: italic; }
 img { max-width: 100%; display: block; margin: 1em 0; }
+table.samples td { text-align: left; white-space: pre-wrap; max-width: 30em; }
 """
 
 
@@ -150,5 +164,13 @@ def _html(page: dict) -> str:
         parts.append("<ul>\n" + "\n".join(f"<li>{e(s)}</li>" for s in page["sentences"]) + "\n</ul>")
     parts += [f"<p class=\"note\">{e(n)}</p>" for n in page["notes"]]
     parts += [f"<img src=\"{e(file)}\" alt=\"{e(alt)}\">" for file, alt in page["images"].items()]
+    if page.get("samples"):
+        parts += ["<h2>Completions</h2>", f"<p class=\"note\">{e(SAMPLES_NOTE)}</p>"]
+        for agent, rows in page["samples"].items():
+            parts.append(f"<h3>{e(agent)}</h3>\n<table class=\"samples\">\n<tr>"
+                         + "".join(f"<th>{e(h)}</th>" for h in SAMPLE_HEADER) + "</tr>")
+            parts += ["<tr>" + "".join(f"<td>{e('' if r.get(c) is None else str(r.get(c)))}</td>" for c in SAMPLE_HEADER)
+                      + "</tr>" for r in rows]
+            parts.append("</table>")
     parts.append("</body>\n</html>")
     return "\n".join(parts) + "\n"

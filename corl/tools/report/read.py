@@ -128,3 +128,29 @@ def _has(records: list[dict], key: str) -> bool:
 def _mean(values: list[float]) -> float:
     finite = [v for v in values if math.isfinite(v)]
     return sum(finite) / len(finite) if finite else math.nan
+
+
+def _read_samples(path: Path, per_agent: int = 3) -> dict[str, list[dict]]:
+    """A few logged completions per agent (``samples.jsonl``): the last training step's, then the last
+    evaluation's. A run from before completions were logged has none; a bad line is one error."""
+    if not path.is_file():
+        return {}
+    latest: dict[tuple[str, str], tuple[int, list[dict]]] = {}
+    with open(path) as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                key, step = (str(row["agent"]), str(row["kind"])), int(row["step"])
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                raise CorlError(f"{path}:{lineno}: not a logged completion (a JSON object with agent, kind, step)") from None
+            seen = latest.get(key)
+            if seen is None or step > seen[0]:
+                latest[key] = (step, [row])
+            elif step == seen[0]:
+                seen[1].append(row)
+    out: dict[str, list[dict]] = {}
+    for (agent, _kind), (_, rows) in sorted(latest.items(), key=lambda item: (item[0][0], item[0][1] != "train")):
+        out.setdefault(agent, []).extend(rows[:per_agent])
+    return out

@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 
 import corl
-from corl.logs import eval_scalars, step_scalars
+from corl.logs import SAMPLE_COLUMNS, eval_scalars, sample_rows, step_scalars
 
 ID_FILE = "mlflow.json"
 _BAD = re.compile(r"[^\w\-. :/]")
@@ -102,13 +102,24 @@ class MlflowObserver:
         for i in range(0, len(metrics), 1000):
             self.client.log_batch(self.run_id, metrics=metrics[i: i + 1000])
 
-    @corl.hookimpl
-    def corl_on_step_end(self, run, step, metrics):
-        self._log(step_scalars(metrics), step)
+    def _samples(self, kind: str, samples, step: int) -> None:
+        """The logged completions as a table artifact, ``samples/<kind>/step-<step>.json`` (the
+        ``{"columns", "data"}`` layout MLflow's own log_table writes and its UI shows as a table)."""
+        rows = sample_rows(samples)
+        if rows:
+            columns = ["step", "agent", *SAMPLE_COLUMNS]
+            table = {"columns": columns, "data": [[r[c] for c in columns] for r in rows]}
+            self.client.log_dict(self.run_id, table, f"samples/{kind}/step-{step:06d}.json")
 
     @corl.hookimpl
-    def corl_on_eval_end(self, run, step, results, cohort):
+    def corl_on_step_end(self, run, step, metrics, outcome):
+        self._log(step_scalars(metrics), step)
+        self._samples("train", outcome.samples, step)
+
+    @corl.hookimpl
+    def corl_on_eval_end(self, run, step, results, cohort, samples):
         self._log(eval_scalars(results, cohort), step)
+        self._samples("eval", samples, step)
 
     @corl.hookimpl
     def corl_on_run_end(self, run, summary):

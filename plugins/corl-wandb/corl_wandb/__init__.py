@@ -3,7 +3,8 @@
 It logs what corl's tensorboard observer logs, under the same names (``train/<agent>/<metric>``,
 ``train/step_seconds``, ``eval/<agent>/<metric>``, ``cohort/<matrix>/<a>-<b>``; see
 :func:`corl.logs.step_scalars`), at the run's step; the resolved recipe (``recipe.json``) is the
-run's config. A resumed corl run continues the same W&B run (its id is kept in
+run's config; the logged completions (``run.log_completions`` per agent) are a ``wandb.Table`` at
+``samples/train`` and ``samples/eval``. A resumed corl run continues the same W&B run (its id is kept in
 ``OUTPUT_DIR/wandb.json``). The run summary holds each scalar's last value; a cohort value undefined
 at the latest evaluation is removed from it rather than left from an earlier one. wandb is imported when the run starts, so ``corl plugins`` and
 ``corl validate`` work without it.
@@ -17,7 +18,7 @@ from typing import Literal
 import attrs
 
 import corl
-from corl.logs import eval_scalars, step_scalars
+from corl.logs import SAMPLE_COLUMNS, eval_scalars, sample_rows, step_scalars
 
 ID_FILE = "wandb.json"
 
@@ -56,18 +57,29 @@ class WandbObserver:
         ids.write_text(json.dumps({"id": self.run.id, "project": c.project}))
 
     @corl.hookimpl
-    def corl_on_step_end(self, run, step, metrics):
-        self.run.log(step_scalars(metrics), step=step)
+    def corl_on_step_end(self, run, step, metrics, outcome):
+        self.run.log({**step_scalars(metrics), **self._table("train", outcome.samples)}, step=step)
 
     @corl.hookimpl
-    def corl_on_eval_end(self, run, step, results, cohort):
+    def corl_on_eval_end(self, run, step, results, cohort, samples):
         scalars = eval_scalars(results, cohort)
-        self.run.log(scalars, step=step)
+        self.run.log({**scalars, **self._table("eval", samples)}, step=step)
         # A pair whose matrix entry is undefined at this evaluation (phi when one agent is always right) is
         # not logged, and W&B's summary would go on showing an earlier evaluation's value for it.
         for key in cohort_keys(cohort):
             if key not in scalars:
                 del self.run.summary[key]
+
+    def _table(self, kind: str, samples) -> dict:
+        """The logged completions as a ``wandb.Table`` under ``samples/<kind>`` (none: nothing)."""
+        import wandb
+
+        rows = sample_rows(samples)
+        if not rows:
+            return {}
+        columns = ["step", "agent", *SAMPLE_COLUMNS]
+        show = lambda v: v if v is None or isinstance(v, (int, float, str)) else str(v)
+        return {f"samples/{kind}": wandb.Table(columns=columns, data=[[show(r[c]) for c in columns] for r in rows])}
 
     @corl.hookimpl
     def corl_on_run_end(self, run, summary):
