@@ -80,6 +80,7 @@ class Registry:
         self._sections: dict[str, Section] = {}
         self.current_plugin = "?"
         self.failed: dict[str, str] = {}  # plugin -> why it was skipped (import or registration error)
+        self.external: set[str] = set()  # plugins loaded through entry points (by the names messages use)
 
     def add(self, kind: str, name: str, factory: Callable[..., Any], config_cls: type, help: str = "") -> None:
         who = f"plugin {self.current_plugin}"
@@ -93,7 +94,10 @@ class Registry:
             raise PluginError(f"{who}: config of {kind} {name!r} must be an attrs class")
         if (kind, name) in self._items:
             other = self._items[kind, name].plugin
-            raise PluginError(f"{who}: {kind} {name!r} is already registered by {other}")
+            hint = (f" (an installed distribution, loaded through its entry point; to test another copy of it, "
+                    f"load only the plugins you pass: corl.testing.run_tiny does by default, or set "
+                    f"{AUTOLOAD_ENV}=1)" if other in self.external and self.current_plugin not in self.external else "")
+            raise PluginError(f"{who}: {kind} {name!r} is already registered by {other}{hint}")
         try:
             declared = traits(kind, factory)
         except TypeError as exc:
@@ -158,6 +162,8 @@ def make_plugin_manager(plugins: Iterable[Any] = (), autoload: bool | None = Non
     if autoload:
         _load_entry_points(pm)
     for plugin in plugins:
+        if pm.is_registered(plugin):  # the very module an entry point loaded (a plugin's own tests pass it too)
+            continue
         register(pm, plugin, _plugin_name(pm, plugin))
     return pm
 
@@ -257,6 +263,7 @@ def build_registry(pm: pluggy.PluginManager) -> Registry:
     registry = Registry()
     registry.failed.update(getattr(pm, "corl_failed", {}))
     external = set(getattr(pm, "corl_dists", {}))
+    registry.external = {plugin_label(pm, name) for name in external}
     for impl in pm.hook.corl_register_components.get_hookimpls():  # registration order
         registry.current_plugin = plugin_label(pm, impl.plugin_name)
         before = (dict(registry._items), dict(registry._sections))

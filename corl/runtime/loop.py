@@ -305,10 +305,12 @@ class Run:
 
 
 def prepare(recipe: str | Path | Mapping[str, Any] | recipe_mod.RunSpec, overrides: Sequence[str] = (), *,
-            plugins: Sequence[Any] = (), source: str | None = None) -> tuple[Any, recipe_mod.RunSpec]:
+            plugins: Sequence[Any] = (), source: str | None = None,
+            autoload: bool | None = None) -> tuple[Any, recipe_mod.RunSpec]:
     """A per-run plugin manager and the recipe validated against its registry: the one place that
-    wires plugins, registry and recipe (``corl run``, ``corl eval``, ``corl compare``, ``corl.run``)."""
-    pm = make_plugin_manager(plugins)
+    wires plugins, registry and recipe (``corl run``, ``corl eval``, ``corl compare``, ``corl.run``).
+    ``autoload``: load entry-point plugins (default: unless ``CORL_DISABLE_PLUGIN_AUTOLOAD`` is set)."""
+    pm = make_plugin_manager(plugins, autoload=autoload)
     if isinstance(recipe, recipe_mod.RunSpec):
         return pm, recipe
     spec = recipe_mod.load_recipe(recipe, list(overrides), registry=build_registry(pm), source=source,
@@ -317,7 +319,8 @@ def prepare(recipe: str | Path | Mapping[str, Any] | recipe_mod.RunSpec, overrid
 
 
 def run(recipe: str | Path | Mapping[str, Any] | recipe_mod.RunSpec, overrides: Sequence[str] = (), *,
-        plugins: Sequence[Any] = (), resume: bool = False, force: bool = False, **components: Any) -> dict[str, Any]:
+        plugins: Sequence[Any] = (), resume: bool = False, force: bool = False, autoload: bool | None = None,
+        **components: Any) -> dict[str, Any]:
     """Run Co-RL from a recipe (path, table or spec) and return the summary.
 
     ``components`` may hold ready ``task``, ``aggregator`` and ``router`` objects that replace
@@ -326,7 +329,7 @@ def run(recipe: str | Path | Mapping[str, Any] | recipe_mod.RunSpec, overrides: 
     unknown = sorted(set(components) - {"task", "aggregator", "router"})
     if unknown:
         raise CorlError(f"corl.run: unknown component argument {unknown[0]}=; pass task=, aggregator= or router=")
-    pm, spec = prepare(recipe, overrides, plugins=plugins)
+    pm, spec = prepare(recipe, overrides, plugins=plugins, autoload=autoload)
     return Run(spec, pm=pm, resume=resume, force=force, **components).execute()
 
 

@@ -59,7 +59,7 @@ import attrs
 
 from corl.testing.dists import BROKEN_PLUGIN, install_plugin, uninstall_plugin
 from corl.testing.fakes import FakeAgent, FakeAgentConfig, FakeOptimizer, FakeOptimizerConfig, FakePlugin, FakeSampler
-from corl.types import Context
+from corl.types import Context, StopToken
 
 #: Overrides that shrink any shipped recipe to seconds on 2 cores.
 TINY = [
@@ -127,15 +127,19 @@ def _toml(value: Any) -> str:
 
 def run_tiny(output_dir: str | Path, recipe: Mapping[str, Any] | str | Path | None = None,
              overrides: Sequence[str] = (), plugins: Sequence[Any] = (), *, resume: bool = False,
-             force: bool = False, **components: Any) -> dict[str, Any]:
+             force: bool = False, autoload: bool = False, **components: Any) -> dict[str, Any]:
     """Run ``recipe`` (default :func:`fake_recipe`) into ``output_dir`` with ``plugins`` registered for
     this run only (and :class:`FakePlugin`); returns the summary. ``resume`` and ``force`` are
-    ``corl run``'s ``--resume`` and ``--force``."""
+    ``corl run``'s ``--resume`` and ``--force``.
+
+    Only the built-ins and ``plugins`` are loaded: installed entry-point plugins are not
+    (``autoload=True`` loads them too), so a plugin's tests run the same whether or not the plugin
+    itself is installed, and its inline objects never collide with its installed copy."""
     from corl.runtime import run
 
     recipe = fake_recipe() if recipe is None else recipe
     return run(recipe, [*overrides, f"run.output_dir={json.dumps(str(output_dir))}"],
-               plugins=[FakePlugin(), *plugins], resume=resume, force=force, **components)
+               plugins=[FakePlugin(), *plugins], resume=resume, force=force, autoload=autoload, **components)
 
 
 @attrs.define
@@ -147,36 +151,39 @@ class Failure:
 
 @contextlib.contextmanager
 def fails_naming(plugin: str) -> Iterator[Failure]:
-    """``with fails_naming("my-plugin") as failure: run_tiny(...)``: the block must raise a
-    :class:`corl.PluginError` whose message is one line naming ``plugin`` (any text the message
-    should hold: a plugin name, ``"router 'shouty'"``); ``failure.error`` is that error. Any other
-    exception propagates as it is, so a raw traceback from your plugin shows as one."""
-    from corl.errors import PluginError
+    """``with fails_naming("corl-my-plugin") as failure: run_tiny(...)``: the block must raise a corl
+    error (:class:`corl.CorlError`: a ``PluginError``, a ``ConfigError``, a ``TrainingError``) whose
+    message is one line naming ``plugin`` (any text the message should hold: the distribution users
+    install, ``"router 'shouty'"``); ``failure.error`` is that error. Any other exception propagates
+    as it is, so a raw traceback from your plugin shows as one."""
+    from corl.errors import CorlError
 
     failure = Failure()
     try:
         yield failure
-    except PluginError as exc:
+    except CorlError as exc:
         message = str(exc)
         if plugin not in message:
-            raise AssertionError(f"the PluginError does not name {plugin!r}: {message}") from exc
+            raise AssertionError(f"the {type(exc).__name__} does not name {plugin!r}: {message}") from exc
         if "\n" in message:
-            raise AssertionError(f"the PluginError is not one line: {message!r}") from exc
+            raise AssertionError(f"the {type(exc).__name__} is not one line: {message!r}") from exc
         failure.error = exc
         return
-    raise AssertionError(f"no PluginError naming {plugin!r} was raised")
+    raise AssertionError(f"no corl error naming {plugin!r} was raised")
 
 
 def context(*, agent_name: str = "a", task: Any = None, agent: Any = None, seed: int = 0,
-            sections: Mapping[str, Any] | None = None, log: Any = None, group: Any = None) -> Context:
+            sections: Mapping[str, Any] | None = None, log: Any = None, group: Any = None,
+            stop: StopToken | None = None) -> Context:
     """A :class:`~corl.types.Context` for calling a component factory by hand, with plugin
     sections (e.g. ``{"zoo": ZooConfig(steps=5)}``) where a component reads them. ``group``: the
-    agent's ranks; by default one rank, as a one-process run gives it (a device mesh included)."""
+    agent's ranks; by default one rank, as a one-process run gives it (a device mesh included).
+    ``stop``: the run's stop token the component polls (:func:`corl.testing.conformance.check_stop`)."""
     from corl.runtime.distributed import LOCAL_GROUP
 
     spec = _SpecStub(dict(sections or {}))
     return Context(spec=spec, seed=seed, log=log or (lambda message: None), task=task, agent=agent,
-                   agent_name=agent_name, group=LOCAL_GROUP if group is None else group)
+                   agent_name=agent_name, group=LOCAL_GROUP if group is None else group, stop=stop or StopToken())
 
 
 @attrs.frozen

@@ -119,10 +119,11 @@ class FakeAgent:
 
 
 class FakeSampler:
-    """Draws answers from the fake agent's table (in the run's RNG stream for that agent)."""
+    """Draws answers from the fake agent's table (in the run's RNG stream for that agent), polling
+    the run's stop token between prompts."""
 
     def __init__(self, config=None, ctx=None):
-        pass
+        self.check = ctx.stop.check if ctx is not None else (lambda: None)
 
     def sample(self, agent: FakeAgent, prompts: Sequence[Prompt], n: int, *, greedy: bool = False,
                temperature: float | None = None) -> Rollout:
@@ -133,6 +134,7 @@ class FakeSampler:
         with torch.no_grad():
             logp = (agent.logits / temp).log_softmax(-1)
         for p in prompts:
+            self.check()
             names = agent.candidates(p)
             picks = logp.argmax().repeat(n) if greedy else torch.multinomial(logp.exp(), n, replacement=True)
             texts.append(tuple(names[i] for i in picks.tolist()))

