@@ -81,6 +81,7 @@ class Registry:
         self.current_plugin = "?"
         self.failed: dict[str, str] = {}  # plugin -> why it was skipped (import or registration error)
         self.external: set[str] = set()  # plugins loaded through entry points (by the names messages use)
+        self._said: set[str] = set()  # failed plugins whose reason a message already gave
 
     def add(self, kind: str, name: str, factory: Callable[..., Any], config_cls: type, help: str = "") -> None:
         who = f"plugin {self.current_plugin}"
@@ -133,8 +134,11 @@ class Registry:
 
     def hint(self) -> str:
         """What to say after an unknown name: plugins that failed, else how to check what is installed."""
-        if self.failed:
-            return "".join(f" (plugin {name!r} failed to load: {why})" for name, why in sorted(self.failed.items()))
+        if self.failed:  # the reason once per registry (one command), then only the name
+            said = self._said
+            self._said = set(self.failed)
+            return "".join(f" (plugin {name!r} failed to load" + (": see above)" if name in said else f": {why})")
+                           for name, why in sorted(self.failed.items()))
         return " (is the plugin package installed? see `corl plugins`)"
 
     def __iter__(self):
@@ -207,7 +211,29 @@ def register(pm: pluggy.PluginManager, plugin: Any, name: str) -> None:
     except (pluggy.PluginValidationError, ValueError) as exc:
         if pm.has_plugin(name):
             pm.unregister(name=name)
-        raise PluginError(f"plugin {name!r}: {_first_line(exc)}") from None
+        raise PluginError(f"plugin {name!r}: {_hook_problem(pm, exc)}") from None
+
+
+def _hook_problem(pm: pluggy.PluginManager, exc: Exception) -> str:
+    """pluggy's reason a hook implementation was refused, in one line: the arguments no spec has (with
+    the spec's), or the unknown hook (with the nearest real one)."""
+    import difflib
+    import re
+
+    text = str(exc)
+    unknown = re.search(r"unknown hook '(\w+)'", text)
+    if unknown:
+        hooks = [h for h in dir(hookspecs) if h.startswith("corl_")]
+        near = difflib.get_close_matches(unknown.group(1), hooks, n=1)
+        return (f"unknown hook {unknown.group(1)!r}" + (f"; did you mean {near[0]!r}?" if near else "")
+                + f" (hooks: {', '.join(hooks)})")
+    args = re.search(r"hook '(\w+)'.*Argument\(s\) (\{.*?\}) are declared in the hookimpl", text, re.S)
+    if args:
+        spec = getattr(pm.hook, args.group(1)).spec
+        allowed = ", ".join(spec.argnames) if spec is not None else "?"
+        return (f"{args.group(1)} takes no argument(s) {args.group(2)}; its arguments are ({allowed}), any of "
+                "which an implementation may leave out")
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 def call_hook(pm: pluggy.PluginManager, hook: str, names: Callable[[str], str] | None = None,

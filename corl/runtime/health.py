@@ -86,6 +86,11 @@ def watch(run, step: int, metrics: Mapping[str, Mapping[str, float]]) -> None:
                 f"({streak} in a row)")
         if streak >= run.spec.run.max_nonfinite:
             last = checkpoint.latest(run.checkpoint_root)
+            if metrics[name].get("nonfinite_reward"):  # the router's (or a shaping term's) numbers, not the model's
+                raise TrainingError(
+                    f"agent {name!r}: {run.who('router')} (or a shaping term) gave non-finite rewards in {streak} "
+                    f"consecutive steps (up to step {step}); stopping. Last checkpoint: {last or 'none'}. Fix the "
+                    "router's reward computation (a division by zero, a NaN it reads); a lower learning rate will not help")
             raise TrainingError(
                 f"agent {name!r}: non-finite loss, gradients or rewards in {streak} consecutive steps (up to step "
                 f"{step}); stopping. Last checkpoint: {last or 'none'}. Lower that agent's optimizer.lr or raise "

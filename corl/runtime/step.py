@@ -83,7 +83,7 @@ def train_step(run, step: int) -> StepMetrics:
                                   for row, skip in zip(rewards[slot.name], routed.skipped[slot.name])]
         kept = [p for p, skip in enumerate(skipped) if not skip]
         if slot.optimizer is not None and slot.name in nonfinite_rewards:
-            m["nonfinite"] = 1.0
+            m["nonfinite"] = m["nonfinite_reward"] = 1.0
             run.warn(f"step {step}: agent {slot.name!r}: {run.who('router')} gave a non-finite reward; update "
                      "skipped. The router (or a shaping term) computed it: check its code; a lower learning rate "
                      "will not help")

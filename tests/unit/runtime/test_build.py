@@ -145,7 +145,8 @@ def test_a_nan_reward_skips_the_update_and_counts_like_a_nan_loss(corl_run):
         r["fake1"][0][0] = math.nan
         return r
 
-    with pytest.raises(TrainingError, match=r"agent 'fake1': non-finite loss, gradients or rewards in 3 consecutive steps"):
+    with pytest.raises(TrainingError, match=r"agent 'fake1': router= object Router \(or a shaping term\) gave non-finite "
+                                            r"rewards in 3 consecutive steps .* a lower learning rate will not help"):
         corl_run(overrides=["run.steps=5", "run.max_nonfinite=3"], router=routes(nan_for_fake1))
 
 
