@@ -29,7 +29,7 @@ from corl.builtin.hf.common import (
     save_loadable,
     save_weights,
 )
-from corl.builtin.hf.config import HFAgentConfig, zoo_config_for
+from corl.builtin.hf.config import HFAgentConfig, matmul_dtype, zoo_config_for
 from corl.builtin.hf.forward import hidden_states
 from corl.builtin.hf.prompts import format_prompts
 from corl.errors import CorlError
@@ -99,7 +99,7 @@ class HFAgent:
         self.adapters = lora.add_adapters(self.model, config.lora, who) if config.lora.rank else None
         self._dropouts = lora.dropouts(self.model) if self.adapters is not None else []
         if config.freeze_embeddings:
-            bf16 = config.sample_dtype == config.train_dtype == "bfloat16" and not self.sharded  # (FSDP: one dtype)
+            bf16 = self.matmul("sample") == self.matmul("train") == "bfloat16" and not self.sharded  # (FSDP: one dtype)
             _freeze_embeddings(self.model, dtype, bf16=bf16)
         if self.sharded:
             sharding.shard(self.model, self.mesh, mixed_precision=config.mixed_precision, cpu_offload=config.cpu_offload)
@@ -200,13 +200,18 @@ class HFAgent:
             entropies.append(entropy)
         return torch.cat(logps, 1), torch.cat(entropies, 1)
 
+    def matmul(self, phase: str) -> str:
+        """The matmul dtype of ``phase`` ("sample" or "train"), ``auto`` resolved for the agent's device."""
+        return matmul_dtype(self.config.sample_dtype if phase == "sample" else self.config.train_dtype,
+                            self.config.device)
+
     def autocast(self, phase: str):
         """The matmul dtype of ``phase`` ("sample" or "train") as an autocast context."""
         import contextlib
 
         import torch
 
-        dtype = self.config.sample_dtype if phase == "sample" else self.config.train_dtype
+        dtype = self.matmul(phase)
         if dtype == "float32" or dtype == self.config.dtype:  # (frozen embeddings may be bf16 already)
             return contextlib.nullcontext()
         return torch.autocast(self.model.device.type, dtype=getattr(torch, dtype))
