@@ -5,12 +5,36 @@ Importing corl is cheap: torch and transformers load only inside the components 
 
 from corl.errors import ConfigError, CorlError, PluginError
 from corl.plugins import hookimpl
-from corl.protocols import Agent, Aggregator, AnswerVerifier, Optimizer, RewardRouter, Sampler, Task
-from corl.types import Context, NoConfig, Prompt, PseudoLabel, Rollout, StepMetrics, Vote
+from corl.protocols import (
+    Agent,
+    Aggregator,
+    AnswerVerifier,
+    CohortAggregator,
+    Optimizer,
+    RewardRouter,
+    Sampler,
+    Stateful,
+    Task,
+    TokenBatch,
+)
+from corl.types import (
+    Completion,
+    Context,
+    NoConfig,
+    Prompt,
+    PseudoLabel,
+    Rollout,
+    Routed,
+    StepMetrics,
+    StepOutcome,
+    Vote,
+    VoteContext,
+)
 
 __all__ = [
-    "Agent", "Aggregator", "AnswerVerifier", "ConfigError", "Context", "CorlError", "NoConfig", "Optimizer", "PluginError",
-    "Prompt", "PseudoLabel", "RewardRouter", "Rollout", "Sampler", "StepMetrics", "Task", "Vote", "hookimpl",
+    "Agent", "Aggregator", "AnswerVerifier", "CohortAggregator", "Completion", "ConfigError", "Context", "CorlError",
+    "NoConfig", "Optimizer", "PluginError", "Prompt", "PseudoLabel", "RewardRouter", "Rollout", "Routed", "Sampler",
+    "Stateful", "StepMetrics", "StepOutcome", "Task", "TokenBatch", "Vote", "VoteContext", "hookimpl",
     "load_recipe", "run",
 ]
 
