@@ -4,7 +4,7 @@ Importing corl is cheap: torch and transformers load only inside the components 
 """
 
 from corl.errors import ConfigError, CorlError, PluginError
-from corl.plugins import hookimpl
+from corl.hookspecs import hookimpl
 from corl.protocols import Agent, Aggregator, AnswerVerifier, Optimizer, RewardRouter, Sampler, Task
 from corl.types import Context, NoConfig, Prompt, PseudoLabel, Rollout, StepMetrics, Vote
 

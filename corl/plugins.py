@@ -49,7 +49,9 @@ ENTRY_POINT_GROUP = "corl"
 AUTOLOAD_ENV = "CORL_DISABLE_PLUGIN_AUTOLOAD"
 ALLOW_ENV = "CORL_PLUGINS"
 
-hookimpl = pluggy.HookimplMarker("corl")
+#: An alias of :data:`corl.hookspecs.hookimpl` (the marker lives beside the specs), kept for plugins
+#: that import it from here.
+hookimpl = hookspecs.hookimpl
 
 
 @attrs.frozen
@@ -73,7 +75,7 @@ class Section:
 
 class Registry:
     """Component factories by kind and name, and plugin-owned recipe sections, filled by
-    ``corl_register_components``."""
+    ``corl_register_components`` (the :class:`corl.protocols.RegistryView` a plugin is handed)."""
 
     def __init__(self) -> None:
         self._items: dict[tuple[str, str], Component] = {}

@@ -307,5 +307,22 @@ class RunView(Protocol):
         if that step were the last, and the summary records the step and ``reason``."""
 
 
+@runtime_checkable
+class RegistryView(Protocol):
+    """What ``corl_register_components`` is handed: where a plugin adds its components and sections
+    (the host's :class:`corl.plugins.Registry` is one). Registering the same kind and name twice,
+    an unknown kind, a non-attrs config class or a wrongly typed trait is a ``PluginError`` naming
+    the plugin."""
+
+    def add(self, kind: str, name: str, factory: Callable[..., Any], config_cls: type, help: str = "") -> None:
+        """Register ``factory`` (called as ``factory(config, ctx)``) as the ``kind`` named ``name``;
+        ``config_cls`` is its frozen attrs config class (its fields are the recipe keys); ``help`` is
+        the one line ``corl plugins`` shows. Traits are read off ``factory`` now (:func:`traits`)."""
+
+    def add_section(self, name: str, config_cls: type, help: str = "") -> None:
+        """Declare a top-level recipe section ``[name]`` validated against ``config_cls`` (its
+        defaults apply when a recipe leaves it out); components read it as ``ctx.section(name)``."""
+
+
 PROTOCOLS.update(task=Task, agent=Agent, sampler=Sampler, aggregator=Aggregator, router=RewardRouter,
                  optimizer=Optimizer, shaping=RewardShaping)

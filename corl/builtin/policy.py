@@ -21,7 +21,7 @@ from typing import Any, Literal
 import attrs
 
 from corl.errors import ConfigError
-from corl.plugins import hookimpl
+from corl.hookspecs import hookimpl
 from corl.types import Rollout
 
 v = attrs.validators

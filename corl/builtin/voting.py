@@ -10,7 +10,7 @@ from typing import Literal
 
 import attrs
 
-from corl.plugins import hookimpl
+from corl.hookspecs import hookimpl
 from corl.protocols import AnswerVerifier
 from corl.types import PseudoLabel, Vote
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from corl.plugins import hookimpl
+from corl.hookspecs import hookimpl
 from corl.types import Context, Prompt, Rollout
 
 

@@ -13,7 +13,7 @@ Importing this module is cheap: torch and transformers load inside the factories
 from __future__ import annotations
 
 from corl.builtin.hf.config import HFAgentConfig, HFSamplerConfig, HFVisionAgentConfig, ZooConfig, zoo_needs_seed
-from corl.plugins import hookimpl
+from corl.hookspecs import hookimpl
 
 
 def make_agent(config: HFAgentConfig, ctx):
