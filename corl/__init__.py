@@ -5,8 +5,8 @@ Importing corl is cheap: torch and transformers load only inside the components 
 
 from corl.errors import ConfigError, CorlError, PluginError
 from corl.hookspecs import hookimpl
-from corl.protocols import Agent, Aggregator, AnswerVerifier, Optimizer, RewardRouter, Sampler, Task
-from corl.types import Context, NoConfig, Prompt, PseudoLabel, Rollout, StepMetrics, Vote
+from corl.protocols import Agent, Aggregator, AnswerVerifier, Context, Optimizer, RewardRouter, Sampler, Task
+from corl.types import NoConfig, Prompt, PseudoLabel, Rollout, StepMetrics, Vote
 
 __all__ = [
     "Agent", "Aggregator", "AnswerVerifier", "ConfigError", "Context", "CorlError", "NoConfig", "Optimizer", "PluginError",

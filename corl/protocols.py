@@ -5,19 +5,24 @@ Optional capabilities are declared here too, never probed ad hoc: a component st
 as class attributes of its factory (a router's ``supervised`` / ``min_agents`` / ``check``, an
 observer's ``every_rank``, a verifier's ``bounded``, a task's ``missing_split``, an agent's
 ``check``, a shaping term's ``needs_labels``), read once by :func:`traits` into the frozen
-classes below; a verifier that extracts whole batches implements :class:`BatchVerifier`. Hooks see
-a run through :class:`RunView`, not the run object itself.
+classes below; a verifier that extracts whole batches implements :class:`BatchVerifier`. A factory
+is handed a :class:`Context` (the recipe as a :class:`SpecView`, the task, the agent it serves, its
+:class:`GroupView` of ranks); a plugin registers through a :class:`RegistryView`. Hooks see a run
+through :class:`RunView`, not the run object itself.
+
+(Over 300 lines: the whole contract a plugin author reads, in one file.)
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from corl.types import Prompt, PseudoLabel, Rollout, Vote
+from corl.types import Closers, OneRank, Prompt, PseudoLabel, Rollout, StopToken, Vote
 
 
 @runtime_checkable
@@ -268,6 +273,120 @@ def traits(kind: str, declared_on: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------
+# What a component's factory is handed: ``factory(config, ctx)``
+
+
+@runtime_checkable
+class RunSettings(Protocol):
+    """The recipe's ``[run]`` table as components read it (``ctx.spec.run``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def steps(self) -> int:
+        """Training steps of the run (an lr schedule spans them)."""
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def prompts_per_step(self) -> int: ...
+
+    @property
+    def threads(self) -> int:
+        """CPU threads the run uses (0: all cores)."""
+
+    @property
+    def supervised(self) -> bool: ...
+
+
+@runtime_checkable
+class AgentSettings(Protocol):
+    """One ``[[agents]]`` entry as components read it (``ctx.spec.agents``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def frozen(self) -> bool: ...
+
+
+@runtime_checkable
+class SpecView(Protocol):
+    """The validated recipe as components and hooks read it (:class:`corl.recipe.RunSpec` is one):
+    the ``[run]`` settings, the agents in recipe order, the plugin sections by name, and ``source``,
+    the recipe file that relative data paths resolve against (``"<recipe>"`` for a table)."""
+
+    @property
+    def run(self) -> RunSettings: ...
+
+    @property
+    def agents(self) -> Sequence[AgentSettings]: ...
+
+    @property
+    def sections(self) -> Mapping[str, Any]: ...
+
+    @property
+    def source(self) -> str: ...
+
+
+@runtime_checkable
+class GroupView(Protocol):
+    """An agent's ranks as its agent and optimizer see them (``ctx.group``): :class:`corl.types.OneRank`
+    on one rank, a process group over several (``corl.runtime.groups``), with the device mesh a
+    sharding engine shards the agent over (see :class:`~corl.types.OneRank` for each member)."""
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def rank(self) -> int: ...
+
+    def sum(self, values: Sequence[float]) -> list[float]: ...
+
+    def max(self, values: Sequence[float]) -> list[float]: ...
+
+    def mesh(self, device_type: str) -> Any: ...
+
+
+@attrs.frozen
+class Context:
+    """What a component factory may draw on: injected by the run, never looked up globally.
+
+    Every factory is called as ``factory(config, ctx)``. ``spec`` is the validated recipe
+    (:class:`SpecView`; None only for a context built by hand outside a run). ``agent`` is set for
+    samplers and optimizers (the agent they serve); ``task`` once the task is built. ``group`` is
+    the agent's ranks (:class:`GroupView`), with the device mesh a sharding engine shards the agent
+    over. ``log`` writes one message of the run (:mod:`corl.logs`). ``stop`` is polled by long
+    loops (:class:`~corl.types.StopToken`). A component that holds something to release (an
+    engine's processes) registers it with :meth:`on_close`; the run calls it when it ends, whether
+    it finished, failed or was stopped.
+    """
+
+    spec: SpecView | None
+    seed: int
+    log: Callable[[str], None] = attrs.field(factory=lambda: logging.getLogger("corl").info)
+    task: Task | None = None
+    agent: Agent | None = None
+    agent_name: str = ""
+    group: GroupView = attrs.field(factory=OneRank)
+    stop: StopToken = attrs.field(factory=StopToken)
+    closers: Closers = attrs.field(factory=Closers, eq=False, repr=False)
+
+    def on_close(self, fn: Callable[[], Any]) -> None:
+        """Call ``fn()`` once when the run ends (success, error or signal), the last registered first."""
+        self.closers.add(fn)
+
+    def section(self, name: str) -> Any:
+        """The validated config of recipe section ``[name]`` that a plugin declared
+        (``registry.add_section``), e.g. the hf backend's ``[zoo]``."""
+        if self.spec is None:
+            raise KeyError(f"section [{name}]: this context was built outside a run, with no recipe")
+        return self.spec.sections[name]
+
+
+# ---------------------------------------------------------------------------------------------
 # What hooks see of a run
 
 
@@ -294,7 +413,7 @@ class LayoutView(Protocol):
 class RunView(Protocol):
     """The run as hooks and observers see it: read-mostly. ``request_stop`` is the one action."""
 
-    spec: Any  # the validated recipe (corl.recipe.RunSpec)
+    spec: SpecView  # the validated recipe (corl.recipe.RunSpec)
     output_dir: Path
     start_step: int  # 0, or the checkpoint's step when resumed
     agents: Sequence[AgentView]  # the agents this process holds

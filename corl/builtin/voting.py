@@ -11,7 +11,7 @@ from typing import Literal
 import attrs
 
 from corl.hookspecs import hookimpl
-from corl.protocols import AnswerVerifier
+from corl.protocols import AnswerVerifier, Context
 from corl.types import PseudoLabel, Vote
 
 TieBreak = Literal["random", "none"]
@@ -76,8 +76,8 @@ class MajorityConfig:
 class MajorityVote:
     """One completion, one vote; the pseudo-label is the most common equivalent answer."""
 
-    def __init__(self, config: MajorityConfig, ctx=None):
-        self.config, self.seed = config, getattr(ctx, "seed", 0)
+    def __init__(self, config: MajorityConfig, ctx: Context | None = None):
+        self.config, self.seed = config, ctx.seed if ctx is not None else 0  # ties break by the run's seed
 
     def aggregate(self, votes: Sequence[Sequence[Vote]], verifier: AnswerVerifier) -> list[PseudoLabel]:
         return [weighted_label(vs, [1.0] * len(vs), verifier, self.config.tie_break, self.seed, self.config.min_share)
@@ -95,8 +95,8 @@ class WeightedConfig(MajorityConfig):
 class WeightedVote:
     """Each vote counts with a weight; with equal weights this is exactly majority voting."""
 
-    def __init__(self, config: WeightedConfig, ctx=None):
-        self.config, self.seed = config, getattr(ctx, "seed", 0)
+    def __init__(self, config: WeightedConfig, ctx: Context | None = None):
+        self.config, self.seed = config, ctx.seed if ctx is not None else 0
 
     def _weights(self, votes: Sequence[Sequence[Vote]], verifier: AnswerVerifier) -> list[list[float]]:
         if self.config.weight == "uniform":

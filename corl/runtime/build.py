@@ -15,9 +15,8 @@ import attrs
 
 from corl.errors import ConfigError, CorlError, PluginError
 from corl.plugins import Registry
-from corl.protocols import PROTOCOLS, missing_members, traits
+from corl.protocols import PROTOCOLS, Context, missing_members, traits
 from corl.recipe import ComponentSpec, RunSpec, router_traits
-from corl.types import Context
 
 
 @attrs.define

@@ -22,7 +22,7 @@ from corl import logs
 from corl import recipe as recipe_mod
 from corl.errors import CorlError, Interrupted, Stopping
 from corl.plugins import Registry, build_registry, call_hook, distributions, make_plugin_manager, register
-from corl.protocols import Aggregator, RewardRouter, Task
+from corl.protocols import Aggregator, Context, RewardRouter, Task
 from corl.runtime import checkpoint, distributed, folder, interrupts, process, snapshot
 from corl.runtime.build import AgentSlot, Builder, check_given, observers, shaping_terms
 from corl.runtime.evaluation import evaluate_run
@@ -32,7 +32,7 @@ from corl.runtime.state import DataOrder, RunState
 from corl.runtime.step import train_step
 from corl.runtime.verify import BoundedVerifier
 from corl.runtime.view import RunView
-from corl.types import Closers, Context, StepMetrics, StopToken
+from corl.types import Closers, StepMetrics, StopToken
 
 
 class Run:

@@ -15,7 +15,8 @@ from typing import Any
 import attrs
 
 from corl.hookspecs import hookimpl
-from corl.types import Context, Prompt, Rollout
+from corl.protocols import Context
+from corl.types import Prompt, Rollout
 
 
 @attrs.frozen

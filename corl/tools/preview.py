@@ -22,9 +22,9 @@ from corl.recipe.locate import resolve
 
 def preview(args) -> int:
     from corl.plugins import build_registry
+    from corl.protocols import Context
     from corl.runtime import prepare
     from corl.runtime.build import Builder
-    from corl.types import Context
 
     if args.rows < 1:
         raise CorlError(f"--rows {args.rows}: must be at least 1")
