@@ -56,6 +56,14 @@ class Task(Protocol):
 
 
 @runtime_checkable
+class LabelPathTask(Task, Protocol):
+    """A task that says how it found each prompt's label (the ``jsonl`` task: the field path, or
+    the extractor that read it out of a solution); ``corl data preview`` shows it."""
+
+    label_paths: Mapping[str, str | None]  # prompt id -> how its label was found (None: not said)
+
+
+@runtime_checkable
 class Agent(Protocol):
     """A policy with its own parameters. Agents share nothing but answers and pseudo-labels."""
 
@@ -199,15 +207,35 @@ class RecipeFacts:
 
 
 @attrs.frozen
+class ModelFacts:
+    """What an agent's config says about its model (:class:`AgentTraits` ``describe``), so that the
+    host never reads an agent type's own keys: ``model``, what it loads, for messages
+    (``"zoo:llama-tiny"``, a folder; ``""`` when it names none), and ``device``, where its weights
+    live (``"cpu"``, ``"cuda"``, ``"cuda:1"``): the ranks of an agent on a CUDA device reduce over
+    NCCL, others over gloo."""
+
+    model: str = ""
+    device: str = "cpu"
+
+
+@attrs.frozen
 class AgentTraits:
     """``check(config, facts)``: the agent's own cross-checks of a validated recipe
     (:class:`RecipeFacts`), yielding ``(key, message)`` pairs, the key relative to the agent's table
     (``("model", "zoo:llama-tiny needs a labeled seed split ...")``). ``preview(config, ctx, prompts)``:
     the exact strings the agent would tokenize for ``prompts`` (its chat template applied), from its
-    tokenizer alone, no model weights loaded (``corl data preview``; ``ctx`` as for the factory)."""
+    tokenizer alone, no model weights loaded (``corl data preview``; ``ctx`` as for the factory).
+    ``describe(config)``: its :class:`ModelFacts` (``corl validate``, ``corl eval`` and placement
+    read them; an agent that declares none shows its type and is placed as a CPU agent).
+    ``model_key``: the key of the agent's table that names what it loads (the hf agents':
+    ``"model"``), which ``corl eval`` sets to a run's exported weights (``checkpoints/final/NAME``,
+    what ``Agent.save`` wrote) or to ``--model NAME=MODEL``; ``""``: it names none, and is evaluated
+    as its recipe builds it."""
 
     check: Callable[[Any, RecipeFacts], Iterable[tuple[str, str]]] | None = None
     preview: Callable[[Any, Any, Sequence[Any]], Sequence[str]] | None = None
+    describe: Callable[[Any], ModelFacts] | None = None
+    model_key: str = ""
 
 
 @attrs.frozen
@@ -249,6 +277,12 @@ def missing_members(obj: Any, protocol: type) -> list[str]:
             continue
         names |= {n for n in (*vars(base), *getattr(base, "__annotations__", {})) if not n.startswith("_")}
     return sorted(n for n in names if not hasattr(obj, n))
+
+
+def declared_config(factory: Any) -> type | None:
+    """The attrs config class a factory named by import path declares as its ``Config`` class
+    attribute (``type = "package.module:Factory"``); None when it declares none."""
+    return getattr(factory, "Config", None)  # a declaration, read like the traits below
 
 
 def traits(kind: str, declared_on: Any) -> Any:

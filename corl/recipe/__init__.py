@@ -13,9 +13,10 @@ from corl.recipe.overrides import apply_overrides, read_toml
 from corl.recipe.resume import RESUMABLE_CHANGES, differences, to_dict
 from corl.recipe.schema import AgentSpec, ComponentSpec, EvalSection, RunSection, RunSpec, ShapingSpec, VotingSpec
 from corl.recipe.structure import Errors, structure
-from corl.recipe.validate import load_recipe, router_traits, validate
+from corl.recipe.validate import declared_traits, load_recipe, model_facts, router_traits, validate
 
 __all__ = [
     "RESUMABLE_CHANGES", "AgentSpec", "ComponentSpec", "Errors", "EvalSection", "RunSection", "RunSpec", "ShapingSpec",
-    "VotingSpec", "apply_overrides", "differences", "load_recipe", "read_toml", "router_traits", "structure", "to_dict", "validate",
+    "VotingSpec", "apply_overrides", "declared_traits", "differences", "load_recipe", "model_facts", "read_toml",
+    "router_traits", "structure", "to_dict", "validate",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ import attrs
 from corl import logs
 from corl import recipe as recipe_mod
 from corl.errors import CorlError, Interrupted, Stopping
-from corl.plugins import Registry, build_registry, call_hook, distributions, make_plugin_manager, register
+from corl.plugins import PluginManager, Registry, call_hook, distributions, make_plugin_manager, register, registry_of
 from corl.protocols import Aggregator, Context, RewardRouter, Task
 from corl.runtime import checkpoint, distributed, folder, interrupts, process, snapshot
 from corl.runtime.build import AgentSlot, Builder, check_given, observers, shaping_terms
@@ -39,26 +39,28 @@ class Run:
     """A Co-RL run built from a validated :class:`~corl.recipe.RunSpec`.
 
     ``task``, ``aggregator`` and ``router`` may be passed as ready objects (dependency
-    injection); ``plugins`` are extra plugin objects (observers, components) for this run only.
+    injection). ``pm`` is the run's plugin manager (:func:`prepare`'s, whose registry validated ``spec``),
+    else one is made with ``plugins``, extra plugin objects (observers, components) for this run only.
     ``layout`` says where agents run (:mod:`corl.runtime.distributed`; by default one process, or
     the ranks of a ``torchrun`` launch); ``agents`` lists only the agents this process holds.
     """
 
-    def __init__(self, spec: recipe_mod.RunSpec, *, plugins: Sequence[Any] = (), pm=None,
+    def __init__(self, spec: recipe_mod.RunSpec, *, plugins: Sequence[Any] = (), pm: PluginManager | None = None,
                  task: Task | None = None, aggregator: Aggregator | None = None,
-                 router: RewardRouter | None = None, log=None, resume: bool = False, force: bool = False,
-                 layout: distributed.Local | None = None):
+                 router: RewardRouter | None = None, log: Callable[[str], None] | None = None, resume: bool = False,
+                 force: bool = False, layout: distributed.Local | None = None):
         self.spec, self.resume, self.force = spec, resume, force
         self._given = {"task": task, "aggregator": aggregator, "router": router}
         check_given(spec, self._given)  # before anything is built or loaded
-        self.layout = layout or distributed.layout_for(spec)
+        self.pm = pm or make_plugin_manager(plugins)
+        self.registry: Registry = registry_of(self.pm)  # the one prepare() validated the recipe with
+        self.layout = layout or distributed.layout_for(spec, devices={
+            a.name: recipe_mod.model_facts(self.registry, a).device for a in spec.agents})
         self.layout.hint = lambda: (f"last checkpoint: {checkpoint.latest(self.checkpoint_root) or 'none'}; "
                                     "continue with the same launch command and --resume")
         self.start_step, self.completed, self.checkpointed_step = 0, 0, -1  # steps done / saved
         self.stop, self.phase = StopToken(), "while building the run"  # SIGINT / SIGTERM; where the run is
         self.closers = Closers()  # what components asked to release when the run ends (ctx.on_close)
-        self.pm = pm or make_plugin_manager(plugins)
-        self.registry: Registry = build_registry(self.pm)
         self.output_dir = spec.output_dir
         # messages go to the `corl` logger (corl.logs), or all to ``log`` when one is given
         self.log = log or logs.logger.info
@@ -297,13 +299,19 @@ class Run:
 
 
 def prepare(recipe: str | Path | Mapping[str, Any] | recipe_mod.RunSpec, overrides: Sequence[str] = (), *,
-            plugins: Sequence[Any] = (), source: str | None = None) -> tuple[Any, recipe_mod.RunSpec]:
+            plugins: Sequence[Any] = (), source: str | None = None,
+            pm: PluginManager | None = None) -> tuple[PluginManager, recipe_mod.RunSpec]:
     """A per-run plugin manager and the recipe validated against its registry: the one place that
-    wires plugins, registry and recipe (``corl run``, ``corl eval``, ``corl compare``, ``corl.run``)."""
-    pm = make_plugin_manager(plugins)
+    wires plugins, registry and recipe (``corl run``, ``corl validate``, ``corl eval``, ``corl compare``,
+    ``corl.run``). The registry is built here, once, and kept with the plugin manager
+    (:func:`corl.plugins.registry_of`), so the :class:`Run` built with ``pm`` uses the same one.
+    ``pm``: a plugin manager the caller already made (and read the registry of) for this run,
+    instead of a new one with ``plugins``.
+    """
+    pm = pm or make_plugin_manager(plugins)
     if isinstance(recipe, recipe_mod.RunSpec):
         return pm, recipe
-    spec = recipe_mod.load_recipe(recipe, list(overrides), registry=build_registry(pm), source=source,
+    spec = recipe_mod.load_recipe(recipe, list(overrides), registry=registry_of(pm), source=source,
                                   distributions=distributions(pm))
     return pm, spec
 
