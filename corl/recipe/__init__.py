@@ -10,13 +10,13 @@ Nothing here imports torch.
 """
 
 from corl.recipe.overrides import apply_overrides, read_toml
-from corl.recipe.resume import RESUMABLE_CHANGES, differences, to_dict
+from corl.recipe.resume import RESUMABLE_CHANGES, defaults_of, differences, to_dict
 from corl.recipe.schema import AgentSpec, ComponentSpec, EvalSection, RunSection, RunSpec, ShapingSpec, VotingSpec
 from corl.recipe.structure import Errors, structure
 from corl.recipe.validate import declared_traits, load_recipe, model_facts, router_traits, validate
 
 __all__ = [
     "RESUMABLE_CHANGES", "AgentSpec", "ComponentSpec", "Errors", "EvalSection", "RunSection", "RunSpec", "ShapingSpec",
-    "VotingSpec", "apply_overrides", "declared_traits", "differences", "load_recipe", "model_facts", "read_toml",
+    "VotingSpec", "apply_overrides", "declared_traits", "defaults_of", "differences", "load_recipe", "model_facts", "read_toml",
     "router_traits", "structure", "to_dict", "validate",
 ]

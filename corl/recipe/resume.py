@@ -1,9 +1,14 @@
-"""What a resumed run may change, and the resolved recipe as plain JSON (``recipe.json``, checkpoints)."""
+"""What a resumed run may change, and the resolved recipe as plain JSON (``recipe.json``, checkpoints).
+
+A saved recipe is compared with the current one key by key. A key the saved recipe does not have
+(it was written before the key existed) is no change when the current value is the key's default:
+the run it saved behaved as the default does.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -15,42 +20,96 @@ from corl.recipe.structure import join
 RESUMABLE_CHANGES = ("run.steps", "run.name", "run.output_dir", "run.observers", "run.checkpoint_every", "run.answer_timeout",
                      "run.keep_checkpoints", "run.max_nonfinite", "run.threads", "run.collective_timeout", "eval.every")
 
+_ABSENT = object()  # a key one of two recipes does not have
+
 
 def differences(old: Mapping[str, Any], new: Mapping[str, Any], path: str = "",
-                ignore: tuple[str, ...] = RESUMABLE_CHANGES) -> list[str]:
-    """Key paths where two resolved recipes differ, except the paths in ``ignore``."""
-    out: list[str] = []
+                ignore: tuple[str, ...] = RESUMABLE_CHANGES, defaults: Mapping[str, Any] | None = None) -> list[str]:
+    """Key paths where a saved recipe ``old`` and the current ``new`` differ, except the paths in
+    ``ignore``. ``defaults`` (:func:`defaults_of` the current spec) are the values a key ``old``
+    lacks stands for: equal to one, the key is no change."""
+    return _differences(old, new, path, ignore, _ABSENT if defaults is None else defaults)
+
+
+def _differences(old: Any, new: Any, path: str, ignore: tuple[str, ...], default: Any) -> list[str]:
     if path in ignore:
-        return out
+        return []
+    if old is _ABSENT and isinstance(new, (Mapping, list)):
+        old = {} if isinstance(new, Mapping) else []  # each key inside is compared with its own default
+    elif old is _ABSENT and default is not _ABSENT and new == default:
+        return []
+    out: list[str] = []
     if isinstance(old, Mapping) and isinstance(new, Mapping):
+        inner = default if isinstance(default, Mapping) else {}
         for key in sorted(set(old) | set(new), key=str):
-            out += differences(old.get(key), new.get(key), join(path, key), ignore)
+            out += _differences(old.get(key, _ABSENT), new.get(key, _ABSENT), join(path, key), ignore,
+                                inner.get(key, _ABSENT))
     elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        for i, (a, b) in enumerate(zip(old, new)):
-            out += differences(a, b, join(path, i), ignore)
+        inner = default if isinstance(default, list) and len(default) == len(new) else [_ABSENT] * len(new)
+        for i, (a, b, d) in enumerate(zip(old, new, inner)):
+            out += _differences(a, b, join(path, i), ignore, d)
     elif old != new:
-        show = lambda v: "(absent)" if v is None else repr(v)
+        show = lambda v: "(absent)" if v is _ABSENT else repr(v)
         out.append(f"{path}: {show(old)} -> {show(new)}")
     return out
 
 
 def to_dict(spec: RunSpec) -> dict[str, Any]:
     """The fully resolved recipe (defaults filled in), as written to ``output_dir/recipe.json``."""
-    def component(c: ComponentSpec, **extra: Any) -> dict[str, Any]:
-        return {"type": c.type, **extra, **attrs.asdict(c.config)}
+    return json.loads(json.dumps(_resolved(spec, attrs.asdict, lambda value, default: value)))  # JSON-normal
 
-    return json.loads(json.dumps({  # JSON-normal: tuples become lists, as in recipe.json and checkpoints
-        "run": attrs.asdict(spec.run),
+
+def defaults_of(spec: RunSpec) -> dict[str, Any]:
+    """:func:`to_dict`'s shape holding each key's default (keys without one are left out): what a
+    key missing from an older saved recipe stands for (:func:`differences`)."""
+    def pick(value: Any, default: Any) -> Any:
+        return default
+
+    return _plain(_resolved(spec, _field_defaults, pick))
+
+
+def _resolved(spec: RunSpec, config: Callable[[Any], dict[str, Any]], pick: Callable[[Any, Any], Any]) -> dict[str, Any]:
+    """The resolved recipe's tree: ``config(c)`` gives an attrs config's keys, ``pick(value, default)``
+    a key outside the config classes (``_ABSENT``: it has no default)."""
+    def component(c: ComponentSpec, **extra: Any) -> dict[str, Any]:
+        return {"type": pick(c.type, _ABSENT), **extra, **config(c.config)}
+
+    tree = {
+        "run": config(spec.run),
         "task": component(spec.task),
-        "agents": [{"name": a.name, **component(a.agent), "sampler": component(a.sampler),
-                    "optimizer": component(a.optimizer), "frozen": a.frozen,
-                    **({"ranks": list(a.ranks)} if a.ranks else {})}  # absent when placed automatically
+        "agents": [{"name": pick(a.name, _ABSENT), **component(a.agent), "sampler": component(a.sampler),
+                    "optimizer": component(a.optimizer), "frozen": pick(a.frozen, False),
+                    "ranks": pick(list(a.ranks), [])}  # empty: placed automatically
                    for a in spec.agents],
-        "voting": component(spec.voting.aggregator, n_votes=spec.voting.n_votes, n_train=spec.voting.n_train),
+        "voting": component(spec.voting.aggregator, n_votes=pick(spec.voting.n_votes, 8),
+                            n_train=pick(spec.voting.n_train, spec.voting.n_votes)),
         "topology": component(spec.topology),
-        "eval": attrs.asdict(spec.eval),
-        **{name: attrs.asdict(config) for name, config in spec.sections.items()},
-        **({"observers": {c.type: attrs.asdict(c.config) for c in spec.observers}} if spec.observers else {}),
-        # absent without shaping, so the recipes of earlier checkpoints still compare equal
-        **({"shaping": [component(t.term, name=t.name, weight=t.weight) for t in spec.shaping]} if spec.shaping else {}),
-    }))
+        "eval": config(spec.eval),
+        **{name: config(section) for name, section in spec.sections.items()},
+        "observers": {c.type: config(c.config) for c in spec.observers},
+        "shaping": [component(t.term, name=pick(t.name, _ABSENT), weight=pick(t.weight, 1.0)) for t in spec.shaping],
+    }
+    return tree
+
+
+def _field_defaults(config: Any) -> dict[str, Any]:
+    """An attrs config's fields that have a default, each with it (nested configs as tables)."""
+    out = {}
+    for field in attrs.fields(type(config)):
+        default = field.default
+        if isinstance(default, attrs.Factory):
+            default = default.factory(config) if default.takes_self else default.factory()
+        if default is not attrs.NOTHING:
+            out[field.name] = _field_defaults(default) if attrs.has(type(default)) else default
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """JSON-normal (tuples as lists, as in recipe.json), keeping the absent marker out."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items() if v is not _ABSENT}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if attrs.has(type(value)):
+        return _plain(attrs.asdict(value))
+    return json.loads(json.dumps(value))
