@@ -22,8 +22,7 @@ def cmd_validate(args) -> int:
 
     if args.rows < 1:
         raise CorlError(f"--rows {args.rows}: must be at least 1")
-    recipe, overrides, source = resolve_recipe(args.recipe, args.set)
-    pm, spec = prepare(recipe, overrides, source=source)
+    pm, spec = prepare(args.recipe, args.set)
     registry = registry_of(pm)  # the one the recipe was validated with
     # the task's data files, their first rows read as the run reads them (no model, no torch)
     problems = data_problems(spec, registry, args.rows)
@@ -48,8 +47,7 @@ def cmd_data(args) -> int:
 def cmd_run(args) -> int:
     from corl.runtime import Run, prepare
 
-    recipe, overrides, source = resolve_recipe(args.recipe, args.set)
-    pm, spec = prepare(recipe, overrides, source=source)
+    pm, spec = prepare(args.recipe, args.set)  # a file, a shipped recipe's name or a run dir
     Run(spec, pm=pm, resume=args.resume, force=args.force).execute()
     return 0
 

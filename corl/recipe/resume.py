@@ -2,7 +2,9 @@
 
 A saved recipe is compared with the current one key by key. A key the saved recipe does not have
 (it was written before the key existed) is no change when the current value is the key's default:
-the run it saved behaved as the default does.
+the run it saved behaved as the default does. Components an embedding program handed to
+``corl.run`` as objects are recorded by their class (:class:`~corl.recipe.schema.GivenObject`); a
+command line cannot rebuild them, so such a run continues only from Python with the same objects.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from corl.recipe.schema import ComponentSpec, RunSpec
+from corl.recipe.schema import OBJECT_SECTIONS, ComponentSpec, RunSpec
 from corl.recipe.structure import join
 
 #: Keys a resumed run may change: how long, where and how it reports, not what it trains.
@@ -55,7 +57,8 @@ def _differences(old: Any, new: Any, path: str, ignore: tuple[str, ...], default
 
 
 def to_dict(spec: RunSpec) -> dict[str, Any]:
-    """The fully resolved recipe (defaults filled in), as written to ``output_dir/recipe.json``."""
+    """The fully resolved recipe (defaults filled in), as written to ``output_dir/recipe.json``; a
+    component handed in as an object is recorded by its class instead of the recipe's table."""
     return json.loads(json.dumps(_resolved(spec, attrs.asdict, lambda value, default: value)))  # JSON-normal
 
 
@@ -71,19 +74,22 @@ def defaults_of(spec: RunSpec) -> dict[str, Any]:
 def _resolved(spec: RunSpec, config: Callable[[Any], dict[str, Any]], pick: Callable[[Any, Any], Any]) -> dict[str, Any]:
     """The resolved recipe's tree: ``config(c)`` gives an attrs config's keys, ``pick(value, default)``
     a key outside the config classes (``_ABSENT``: it has no default)."""
-    def component(c: ComponentSpec, **extra: Any) -> dict[str, Any]:
+    def component(c: ComponentSpec, kind: str = "", **extra: Any) -> dict[str, Any]:
+        given = spec.objects.get(kind)
+        if given is not None:
+            return {**extra, **{k: pick(v, _ABSENT) for k, v in given.record().items()}}
         return {"type": pick(c.type, _ABSENT), **extra, **config(c.config)}
 
     tree = {
         "run": config(spec.run),
-        "task": component(spec.task),
+        "task": component(spec.task, "task"),
         "agents": [{"name": pick(a.name, _ABSENT), **component(a.agent), "sampler": component(a.sampler),
                     "optimizer": component(a.optimizer), "frozen": pick(a.frozen, False),
                     "ranks": pick(list(a.ranks), [])}  # empty: placed automatically
                    for a in spec.agents],
-        "voting": component(spec.voting.aggregator, n_votes=pick(spec.voting.n_votes, 8),
+        "voting": component(spec.voting.aggregator, "aggregator", n_votes=pick(spec.voting.n_votes, 8),
                             n_train=pick(spec.voting.n_train, spec.voting.n_votes)),
-        "topology": component(spec.topology),
+        "topology": component(spec.topology, "router"),
         "eval": config(spec.eval),
         **{name: config(section) for name, section in spec.sections.items()},
         "observers": {c.type: config(c.config) for c in spec.observers},
@@ -113,3 +119,24 @@ def _plain(value: Any) -> Any:
     if attrs.has(type(value)):
         return _plain(attrs.asdict(value))
     return json.loads(json.dumps(value))
+
+
+def recorded_objects(recipe: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The components a resolved recipe (``recipe.json``, a checkpoint's) records as objects handed
+    to ``corl.run``, by kind: ``{"router": {"object": "GatedRouter", "import": "mypkg:GatedRouter"}}``."""
+    out = {}
+    for kind, section in OBJECT_SECTIONS.items():
+        table = recipe.get(section)
+        if isinstance(table, Mapping) and "object" in table:
+            out[kind] = {"object": table["object"], "import": table.get("import")}
+    return out
+
+
+def resume_from_python(out: str, records: Mapping[str, Mapping[str, Any]]) -> str:
+    """What a run built with objects ``records`` needs, in the words of both refusals: which objects,
+    and the call that continues it."""
+    named = " and ".join(f"{kind}= object {r['object']}" + (f" ({r['import']})" if r.get("import") else "")
+                         for kind, r in records.items())
+    call = ", ".join(f"{kind}={r['object']}(...)" for kind, r in records.items())
+    return (f"the run in {out} was built in Python with {named}, which a recipe cannot name; resume it from Python "
+            f"with the same objects: corl.run({str(out)!r}, resume=True, {call})")

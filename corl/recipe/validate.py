@@ -12,15 +12,17 @@ from __future__ import annotations
 import importlib
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from corl import rewards
 from corl.errors import ConfigError, PluginError
 from corl.plugins import CORE_SECTIONS, Registry
 from corl.protocols import ModelFacts, RecipeFacts, RouterTraits, declared_config, traits
+from corl.recipe.resume import recorded_objects, resume_from_python
 from corl.recipe.schema import (
     DEFAULT_TYPES,
+    OBJECT_SECTIONS,
     AgentSpec,
     ComponentSpec,
     EvalSection,
@@ -37,10 +39,11 @@ AGENT_KEYS = ("name", "sampler", "optimizer", "frozen", "ranks")
 
 
 def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
-             distributions: Mapping[str, str] | None = None) -> RunSpec:
+             distributions: Mapping[str, str] | None = None, objects: Collection[str] = ()) -> RunSpec:
     """Validate a whole recipe; raise :class:`ConfigError` listing every mistake.
 
     ``distributions`` (name -> version) are the plugin distributions loaded, for ``run.plugins``.
+    ``objects``: the component kinds the caller hands in as objects (see :func:`load_recipe`).
     """
     errors = Errors()
     if not isinstance(data, Mapping):
@@ -50,6 +53,7 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
         if key not in CORE_SECTIONS and key not in sections:
             errors.add(join("", key), f"unknown section; valid: {', '.join([*CORE_SECTIONS, *sections])}")
     run = structure(RunSection, data.get("run", {}), "run", errors)
+    data = _objects_given_again(data, run, objects)
     ev = structure(EvalSection, data.get("eval", {}), "eval", errors)
     own = {name: structure(s.config_cls, data.get(name, {}), name, errors) for name, s in sections.items()}
     task = _component(registry, "task", data.get("task"), "task", errors)
@@ -58,8 +62,10 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
     agents, raw_agents = _agents(registry, data.get("agents"), errors)
     if task is not None and None not in own.values():
         _check_agents(registry, task, agents, raw_agents, own, errors)
-    if topology is not None and run is not None:
+    if topology is not None and run is not None and "router" not in objects:  # an object is checked as it is handed in
         _check_router(router_traits(registry, topology), topology, run, agents, len(raw_agents), errors)
+    if agents and all(a.frozen for a in agents):
+        errors.add("agents", "every agent is frozen: nothing would train")
     if run is not None:
         for i, name in enumerate(run.observers):
             if not registry.has("observer", name):
@@ -112,6 +118,24 @@ def model_facts(registry: Registry, agent: AgentSpec) -> ModelFacts:
     return facts
 
 
+def _objects_given_again(data: Mapping[str, Any], run: RunSection | None, objects: Collection[str]) -> Mapping[str, Any]:
+    """A resolved recipe that records components handed to ``corl.run`` as objects (an embedded
+    run's ``recipe.json``) is valid only where the same kinds are handed in again: their records
+    are then dropped (the objects replace those sections), and any other is refused in one line."""
+    recorded = recorded_objects(data)
+    missing = {kind: record for kind, record in recorded.items() if kind not in objects}
+    if missing:
+        out = run.output_dir.format(name=run.name) if run is not None else "its output dir"
+        raise ConfigError(f"{', '.join(OBJECT_SECTIONS[k] for k in missing)}: {resume_from_python(out, missing)}")
+    if not recorded:
+        return data
+    data = dict(data)
+    for kind in recorded:
+        section = OBJECT_SECTIONS[kind]
+        data[section] = {k: v for k, v in data[section].items() if k not in ("object", "import")}
+    return data
+
+
 def _check_router(declared: RouterTraits, topology: ComponentSpec, run: RunSection, agents: list[AgentSpec],
                   n_raw: int, errors: Errors) -> None:
     if n_raw < declared.min_agents:
@@ -121,8 +145,6 @@ def _check_router(declared: RouterTraits, topology: ComponentSpec, run: RunSecti
     if declared.check is not None and len(agents) == n_raw:
         for problem in declared.check(topology.config, agents):
             errors.add("topology", problem)
-    if agents and all(a.frozen for a in agents):
-        errors.add("agents", "every agent is frozen: nothing would train")
     if declared.supervised and not run.supervised:
         errors.add("topology.type", f"{topology.type!r} rewards with ground-truth labels; declare it with run.supervised = true")
     if run.supervised and not declared.supervised:
@@ -349,7 +371,7 @@ def _check_plugins(required: tuple[str, ...], distributions: Mapping[str, str] |
 
 def load_recipe(recipe: str | os.PathLike[str] | Mapping[str, Any], overrides: Sequence[str] = (), *,
                 registry: Registry | None = None, source: str | None = None,
-                distributions: Mapping[str, str] | None = None) -> RunSpec:
+                distributions: Mapping[str, str] | None = None, objects: Collection[str] = ()) -> RunSpec:
     """Read, override and validate a recipe; raise :class:`~corl.errors.ConfigError` with one line
     per mistake, each starting with where the recipe came from.
 
@@ -360,6 +382,9 @@ def load_recipe(recipe: str | os.PathLike[str] | Mapping[str, Any], overrides: S
     ``source``: the file a table came from, so that relative data paths in it resolve against that
     file (default ``"<recipe>"``; a file is its own source). ``distributions``: the loaded plugin
     distributions, name -> version, that ``run.plugins`` is checked against (None: not checked).
+    ``objects``: the component kinds (``task``, ``aggregator``, ``router``) the caller hands in as
+    objects, as ``corl.run(..., router=obj)`` does; a recipe that records such objects (an embedded
+    run's ``recipe.json``) loads only where the same kinds are handed in again.
     """
     from corl.recipe.overrides import apply_overrides, read_toml
 
@@ -375,7 +400,7 @@ def load_recipe(recipe: str | os.PathLike[str] | Mapping[str, Any], overrides: S
         data, source = read_toml(recipe), str(recipe)
     data = apply_overrides(data, list(overrides))
     try:
-        return validate(data, registry, source, distributions=distributions)
+        return validate(data, registry, source, distributions=distributions, objects=objects)
     except ConfigError as exc:
         raise ConfigError(*(f"{source}: {p}" for p in exc.problems)) from None
 

@@ -23,6 +23,7 @@ from corl import recipe as recipe_mod
 from corl.errors import CorlError, Interrupted, Stopping
 from corl.plugins import PluginManager, Registry, call_hook, distributions, make_plugin_manager, register, registry_of
 from corl.protocols import Aggregator, Context, RewardRouter, Task
+from corl.recipe.locate import resolve
 from corl.runtime import checkpoint, distributed, folder, interrupts, process, snapshot
 from corl.runtime.build import AgentSlot, Builder, check_given, observers, shaping_terms
 from corl.runtime.evaluation import evaluate_run
@@ -39,7 +40,8 @@ class Run:
     """A Co-RL run built from a validated :class:`~corl.recipe.RunSpec`.
 
     ``task``, ``aggregator`` and ``router`` may be passed as ready objects (dependency
-    injection). ``pm`` is the run's plugin manager (:func:`prepare`'s, whose registry validated ``spec``),
+    injection): they replace the recipe's, and the run records them (their class) as what it ran
+    with. ``pm`` is the run's plugin manager (:func:`prepare`'s, whose registry validated ``spec``),
     else one is made with ``plugins``, extra plugin objects (observers, components) for this run only.
     ``layout`` says where agents run (:mod:`corl.runtime.distributed`; by default one process, or
     the ranks of a ``torchrun`` launch); ``agents`` lists only the agents this process holds.
@@ -49,9 +51,12 @@ class Run:
                  task: Task | None = None, aggregator: Aggregator | None = None,
                  router: RewardRouter | None = None, log: Callable[[str], None] | None = None, resume: bool = False,
                  force: bool = False, layout: distributed.Local | None = None):
-        self.spec, self.resume, self.force = spec, resume, force
+        self.resume, self.force = resume, force
         self._given = {"task": task, "aggregator": aggregator, "router": router}
         check_given(spec, self._given)  # before anything is built or loaded
+        # what the run ran with: recipe.json and checkpoints record an object's class, not the recipe's table
+        self.spec = spec = attrs.evolve(spec, objects={kind: recipe_mod.GivenObject.of(obj)
+                                                       for kind, obj in self._given.items() if obj is not None})
         self.pm = pm or make_plugin_manager(plugins)
         self.registry: Registry = registry_of(self.pm)  # the one prepare() validated the recipe with
         self.layout = layout or distributed.layout_for(spec, devices={
@@ -298,36 +303,39 @@ class Run:
         return step == 0 or bool(every and step % every == 0 and step != self.spec.run.steps)
 
 
-def prepare(recipe: str | Path | Mapping[str, Any] | recipe_mod.RunSpec, overrides: Sequence[str] = (), *,
-            plugins: Sequence[Any] = (), source: str | None = None,
-            pm: PluginManager | None = None) -> tuple[PluginManager, recipe_mod.RunSpec]:
+Recipe = str | os.PathLike[str] | Mapping[str, Any] | recipe_mod.RunSpec
+
+
+def prepare(recipe: Recipe, overrides: Sequence[str] = (), *, plugins: Sequence[Any] = (), source: str | None = None,
+            objects: Sequence[str] = (), pm: PluginManager | None = None) -> tuple[PluginManager, recipe_mod.RunSpec]:
     """A per-run plugin manager and the recipe validated against its registry: the one place that
     wires plugins, registry and recipe (``corl run``, ``corl validate``, ``corl eval``, ``corl compare``,
     ``corl.run``). The registry is built here, once, and kept with the plugin manager
     (:func:`corl.plugins.registry_of`), so the :class:`Run` built with ``pm`` uses the same one.
-    ``pm``: a plugin manager the caller already made (and read the registry of) for this run,
-    instead of a new one with ``plugins``.
+
+    A string or path is what a user types at ``corl run``: a recipe file, a shipped recipe's name
+    (``"three_agent_ring"``) or a run dir (its ``recipe.json``, written there); ``source`` names the
+    file a table came from. ``objects``: the component kinds handed in as objects
+    (:func:`corl.recipe.load_recipe`). ``pm``: a plugin manager the caller already made (and read
+    the registry of) for this run, instead of a new one with ``plugins``.
     """
     pm = pm or make_plugin_manager(plugins)
     if isinstance(recipe, recipe_mod.RunSpec):
         return pm, recipe
+    if isinstance(recipe, (str, os.PathLike)) and source is None:
+        recipe, overrides, source = resolve(os.fspath(recipe), list(overrides))
     spec = recipe_mod.load_recipe(recipe, list(overrides), registry=registry_of(pm), source=source,
-                                  distributions=distributions(pm))
+                                  distributions=distributions(pm), objects=objects)
     return pm, spec
 
 
-def run(recipe: str | Path | Mapping[str, Any] | recipe_mod.RunSpec, overrides: Sequence[str] = (), *,
-        plugins: Sequence[Any] = (), resume: bool = False, force: bool = False, **components: Any) -> dict[str, Any]:
-    """Run Co-RL from a recipe (path, table or spec) and return the summary.
-
-    ``components`` may hold ready ``task``, ``aggregator`` and ``router`` objects that replace
-    the recipe's; ``plugins`` are plugin objects registered for this run only.
-    """
-    unknown = sorted(set(components) - {"task", "aggregator", "router"})
-    if unknown:
-        raise CorlError(f"corl.run: unknown component argument {unknown[0]}=; pass task=, aggregator= or router=")
-    pm, spec = prepare(recipe, overrides, plugins=plugins)
-    return Run(spec, pm=pm, resume=resume, force=force, **components).execute()
+def run(recipe: Recipe, overrides: Sequence[str] = (), *, task: Task | None = None,
+        aggregator: Aggregator | None = None, router: RewardRouter | None = None, plugins: Sequence[Any] = (),
+        resume: bool = False, force: bool = False) -> dict[str, Any]:
+    """The implementation of :func:`corl.run`, documented there."""
+    given = {"task": task, "aggregator": aggregator, "router": router}
+    pm, spec = prepare(recipe, overrides, plugins=plugins, objects=[k for k, v in given.items() if v is not None])
+    return Run(spec, pm=pm, resume=resume, force=force, **given).execute()
 
 
 __all__ = ["Run", "prepare", "run"]

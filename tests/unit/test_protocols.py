@@ -8,7 +8,7 @@ import pytest
 
 import corl
 from corl import protocols
-from corl.plugins import build_registry, make_plugin_manager
+from corl.plugins import make_plugin_manager, registry_of
 from corl.protocols import Agent, AgentSettings, Context, GroupView, RunSettings, SpecView, Task
 from corl.recipe import load_recipe
 from corl.testing import FakePlugin, context, fake_recipe
@@ -25,7 +25,7 @@ def test_the_context_is_typed_with_the_contracts_protocols():
 
 
 def test_the_hosts_objects_satisfy_the_views():
-    spec = load_recipe(fake_recipe(), registry=build_registry(make_plugin_manager([FakePlugin()], autoload=False)))
+    spec = load_recipe(fake_recipe(), registry=registry_of(make_plugin_manager([FakePlugin()], autoload=False)))
     assert isinstance(spec, SpecView) and isinstance(spec.run, RunSettings)
     assert all(isinstance(a, AgentSettings) for a in spec.agents)
     assert isinstance(OneRank(), GroupView) and isinstance(Context(spec=spec, seed=0).group, GroupView)
