@@ -85,11 +85,11 @@ def _eval(run, args) -> int:
     from corl.recipe import model_facts, to_dict
 
     ev = run.spec.eval
-    resolved = {a["name"]: a for a in to_dict(run.spec)["agents"]}  # the recipe's keys, not the components'
+    resolved = {a["name"]: a for a in to_dict(run.spec)["agents"]}  # the recipe's tables, not the components
     agents = [a for a in run.spec.agents if a.name in {s.name for s in run.agents}]
     settings = {"prompts": len(run.eval_prompts), "k": ev.k, "temperature": ev.temperature,
                 "greedy": "temperature 0 (argmax), 1 sample",
-                "max_new_tokens": {a.name: resolved[a.name]["sampler"].get("max_new_tokens") for a in agents},
+                "samplers": {a.name: resolved[a.name]["sampler"] for a in agents},  # each as its type's keys say
                 "models": {a.name: model_facts(run.registry, a).model or a.agent.type for a in agents}}
     with run.verifier.armed():
         results = run.evaluate(0, notify=False)

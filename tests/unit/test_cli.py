@@ -140,6 +140,7 @@ def test_eval_of_a_run_of_agents_that_name_no_model(plugin_agents, tmp_path, cap
     assert main(["eval", str(out), "--json", "--size", "4", "--k", "2"]) == 0
     settings = json.loads(capsys.readouterr().out)["settings"]
     assert settings["models"] == {"fake0": "fake", "far": "api:http://gpu-box:8000"}
+    assert settings["samplers"] == {"fake0": {"type": "fake"}, "far": {"type": "fake"}}
     with pytest.raises(CorlError, match=r"--model: agent type 'fake' names no model to replace"):
         from corl.cli import parser
         from corl.tools.inspect import _build_for_inspection
