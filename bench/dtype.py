@@ -22,7 +22,7 @@ from corl.builtin.hf.agent import HFAgent
 from corl.builtin.hf.config import HFAgentConfig, HFSamplerConfig
 from corl.builtin.hf.sampler import HFSampler
 from corl.builtin.tasks.word_problems import WordProblemsConfig, WordProblemsTask
-from corl.types import Context
+from corl.protocols import Context
 
 
 def main() -> None:

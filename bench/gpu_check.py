@@ -73,7 +73,7 @@ def sync(device: str) -> None:
 
 
 def ring(device: str, tiny: bool, steps: int, out: str, offload: bool = False) -> None:
-    from corl.plugins import build_registry, make_plugin_manager
+    from corl.plugins import make_plugin_manager, registry_of
     from corl.recipe import load_recipe
     from corl.runtime import Run
 
@@ -86,7 +86,7 @@ def ring(device: str, tiny: bool, steps: int, out: str, offload: bool = False) -
         sets += [f"agents[{i}].device={json.dumps(device)}", f"agents[{i}].shard=\"fsdp\"",
                  f"agents[{i}].mixed_precision=true"] + ([f"agents[{i}].cpu_offload=true"] if offload else [])
     pm = make_plugin_manager()
-    run = Run(load_recipe(ROOT / "recipes" / "three_agent_ring.toml", sets, registry=build_registry(pm)), pm=pm,
+    run = Run(load_recipe(ROOT / "recipes" / "three_agent_ring.toml", sets, registry=registry_of(pm)), pm=pm,
               log=lambda m: None)
     run.setup()
     reset_peak(device)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from corl.plugins import build_registry, make_plugin_manager
+from corl.plugins import make_plugin_manager, registry_of
 from corl.recipe import load_recipe
 from corl.runtime import Run
 
@@ -34,7 +34,7 @@ def build(k: int, out: str) -> Run:
               "eval": {"size": 0}}
     Path(out).mkdir(parents=True, exist_ok=True)
     pm = make_plugin_manager()
-    run = Run(load_recipe(recipe, registry=build_registry(pm)), pm=pm, log=lambda m: None)
+    run = Run(load_recipe(recipe, registry=registry_of(pm)), pm=pm, log=lambda m: None)
     run.setup()
     run.pm.hook.corl_on_run_start(run=run)
     return run

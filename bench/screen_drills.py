@@ -24,8 +24,8 @@ import torch
 from corl.builtin.hf.agent import HFAgent
 from corl.builtin.hf.sampler import HFSampler
 from corl.builtin.tasks.drills import DrillsConfig, DrillsTask, generate
+from corl.protocols import Context
 from corl.recipe import load_recipe
-from corl.types import Context
 
 N, K, TOK = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 forms = sys.argv[4].split(",")  # a form, or forms mixed with "+" (max2+next: one task drawing both)

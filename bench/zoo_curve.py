@@ -27,9 +27,9 @@ import torch
 from corl.builtin.hf import vision_zoo, zoo
 from corl.builtin.hf.config import zoo_config_for
 from corl.plugins import build_registry, make_plugin_manager
+from corl.protocols import Context
 from corl.recipe.validate import load_recipe
 from corl.runtime.build import Builder
-from corl.types import Context
 
 
 def main(recipe: str, agent: str, steps: int, every: int, out: Path, overrides: list[str], keep: bool) -> None:

@@ -1,15 +1,23 @@
 """corl: cooperative, label-free, multi-agent reinforcement learning for reasoning models.
 
-Importing corl is cheap: torch and transformers load only inside the components that need them.
+Importing corl is cheap: torch and transformers load only inside the components that need them
+(``run`` and ``load_recipe`` import the host when called).
 """
 
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
 from corl.errors import ConfigError, CorlError, PluginError
-from corl.plugins import hookimpl
+from corl.hookspecs import hookimpl
 from corl.protocols import (
     Agent,
     Aggregator,
     AnswerVerifier,
     CohortAggregator,
+    Context,
     Optimizer,
     RewardRouter,
     Sampler,
@@ -19,7 +27,6 @@ from corl.protocols import (
 )
 from corl.types import (
     Completion,
-    Context,
     NoConfig,
     Prompt,
     PseudoLabel,
@@ -31,6 +38,10 @@ from corl.types import (
     VoteContext,
 )
 
+if TYPE_CHECKING:
+    from corl.plugins import Registry
+    from corl.recipe import RunSpec
+
 __all__ = [
     "Agent", "Aggregator", "AnswerVerifier", "CohortAggregator", "Completion", "ConfigError", "Context", "CorlError",
     "NoConfig", "Optimizer", "PluginError", "Prompt", "PseudoLabel", "RewardRouter", "Rollout", "Routed", "Sampler",
@@ -39,15 +50,34 @@ __all__ = [
 ]
 
 
-def load_recipe(*args, **kwargs):
-    """See :func:`corl.recipe.load_recipe`."""
+def load_recipe(recipe: str | os.PathLike[str] | Mapping[str, Any], overrides: Sequence[str] = (), *,
+                registry: Registry | None = None, source: str | None = None,
+                distributions: Mapping[str, str] | None = None, objects: Collection[str] = ()) -> RunSpec:
+    """Read, override and validate a recipe: :func:`corl.recipe.load_recipe`, which documents each argument."""
     from corl.recipe import load_recipe
 
-    return load_recipe(*args, **kwargs)
+    return load_recipe(recipe, overrides, registry=registry, source=source, distributions=distributions,
+                       objects=objects)
 
 
-def run(*args, **kwargs):
-    """See :func:`corl.runtime.run`: run a recipe, optionally with component objects built in code."""
+def run(recipe: str | os.PathLike[str] | Mapping[str, Any] | RunSpec, overrides: Sequence[str] = (), *,
+        task: Task | None = None, aggregator: Aggregator | None = None, router: RewardRouter | None = None,
+        plugins: Sequence[Any] = (), resume: bool = False, force: bool = False,
+        autoload: bool | None = None) -> dict[str, Any]:
+    """Run Co-RL from a recipe and return the summary (what ``summary.json`` holds).
+
+    ``recipe``: a recipe file, a shipped recipe's name or a run dir, as ``corl run`` takes them; a
+    parsed table; or a validated :class:`~corl.recipe.RunSpec`. ``overrides``: ``key.path=value``
+    strings, as ``--set`` takes them. ``task``, ``aggregator``, ``router``: ready objects (satisfying
+    :class:`~corl.protocols.Task`, :class:`~corl.protocols.Aggregator`,
+    :class:`~corl.protocols.RewardRouter`) that replace the recipe's; the run records their class in
+    ``recipe.json`` and its checkpoints, and such a run resumes only from Python, with objects of
+    the same classes (``corl.run(RUN_DIR, resume=True, router=...)``). ``plugins``: plugin objects
+    registered for this run only. ``resume``, ``force``: ``corl run``'s ``--resume`` (continue from
+    the newest checkpoint in the output dir) and ``--force`` (replace an earlier run there; with
+    ``resume``, resume even though the recipe changed, but never with other component objects).
+    """
     from corl.runtime import run
 
-    return run(*args, **kwargs)
+    return run(recipe, overrides, task=task, aggregator=aggregator, router=router, plugins=plugins, resume=resume,
+               force=force, autoload=autoload)

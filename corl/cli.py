@@ -20,19 +20,20 @@ DEBUG_ENV = "CORL_DEBUG"  # print the traceback behind a component's one-line fa
 
 
 def cmd_validate(args) -> int:
-    from corl.plugins import build_registry
-    from corl.recipe.validate import data_problems
+    from corl.plugins import registry_of
+    from corl.recipe.validate import data_problems, model_facts
     from corl.runtime import prepare
 
     if args.rows < 1:
         raise CorlError(f"--rows {args.rows}: must be at least 1")
-    recipe, overrides, source = resolve_recipe(args.recipe, args.set)
-    pm, spec = prepare(recipe, overrides, source=source)
+    pm, spec = prepare(args.recipe, args.set)
+    registry = registry_of(pm)  # the one the recipe was validated with
     # the task's data files, their first rows read as the run reads them (no model, no torch)
-    problems = data_problems(spec, build_registry(pm), args.rows)
+    problems = data_problems(spec, registry, args.rows)
     if problems:
         raise CorlError("\n".join(problems))
-    agents = ", ".join(f"{a.name} ({getattr(a.agent.config, 'model', a.agent.type)}, {a.optimizer.type})"
+    # each agent as its type describes it (an agent type of a plugin need not name a model)
+    agents = ", ".join(f"{a.name} ({model_facts(registry, a).model or a.agent.type}, {a.optimizer.type})"
                        for a in spec.agents)
     shaping = "".join(f", + {t.weight:g} x {t.name}" for t in spec.shaping)
     print(f"{spec.source}: ok: {len(spec.agents)} agents [{agents}], {spec.topology.type} topology{shaping}, "
@@ -50,8 +51,7 @@ def cmd_data(args) -> int:
 def cmd_run(args) -> int:
     from corl.runtime import Run, prepare
 
-    recipe, overrides, source = resolve_recipe(args.recipe, args.set)
-    pm, spec = prepare(recipe, overrides, source=source)
+    pm, spec = prepare(args.recipe, args.set)  # a file, a shipped recipe's name or a run dir
     Run(spec, pm=pm, resume=args.resume, force=args.force).execute()
     return 0
 
@@ -141,14 +141,16 @@ def cmd_recipes(args) -> int:
     return 0
 
 
-def _inspect(name: str):
-    """A command of corl.tools.inspect, imported when it runs."""
-    def command(args) -> int:
-        from corl.tools import inspect
+def cmd_eval(args) -> int:
+    from corl.tools.inspect import cmd_eval
 
-        return getattr(inspect, name)(args)
+    return cmd_eval(args)
 
-    return command
+
+def cmd_cohort(args) -> int:
+    from corl.tools.inspect import cmd_cohort
+
+    return cmd_cohort(args)
 
 
 def cmd_env(args) -> int:
@@ -189,8 +191,8 @@ def parser() -> argparse.ArgumentParser:
             sp.add_argument("--force", action="store_true",
                             help="replace an earlier run in the output dir (finished or started); with --resume, "
                                  "resume even if the recipe changed in a way that matters")
-    for name, fn, text in (("eval", _inspect("cmd_eval"), "evaluate models or a run's final checkpoints on a task"),
-                           ("cohort", _inspect("cmd_cohort"), "rank candidate peers by label-free decorrelation")):
+    for name, fn, text in (("eval", cmd_eval, "evaluate models or a run's final checkpoints on a task"),
+                           ("cohort", cmd_cohort, "rank candidate peers by label-free decorrelation")):
         sp = sub.add_parser(name, help=text)
         sp.add_argument("target", help="a recipe file, a shipped recipe's name, or a run dir (its final checkpoints)")
         sp.add_argument("--model", action="append", default=[], metavar="NAME=PATH",

@@ -1,21 +1,24 @@
-"""Every pluggy hook corl calls. Built-in plugins implement these exactly as third-party ones do."""
+"""Every pluggy hook corl calls, and the marker that implements them. Built-in plugins implement
+these exactly as third-party ones do, importing only the contract: ``from corl.hookspecs import
+hookimpl`` (also ``corl.hookimpl``, the name a plugin package uses)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pluggy
 
-if TYPE_CHECKING:
-    from corl.protocols import RunView
-    from corl.types import Completion, StepMetrics, StepOutcome
+from corl.protocols import RegistryView, RunView  # (the contract: nothing heavy; typing.get_type_hints reads them)
+from corl.types import Completion, StepMetrics, StepOutcome
 
 hookspec = pluggy.HookspecMarker("corl")
+hookimpl = pluggy.HookimplMarker("corl")  # beside the specs, as llm does: a plugin needs no host module
 
 
 @hookspec
-def corl_register_components(registry: Any) -> None:
-    """Add component factories to ``registry`` (a :class:`corl.plugins.Registry`).
+def corl_register_components(registry: RegistryView) -> None:
+    """Add component factories to ``registry`` (a :class:`corl.protocols.RegistryView`; the host's
+    :class:`corl.plugins.Registry`).
 
     Call ``registry.add(kind, name, factory, config_cls, help=...)`` once per component.
     ``kind`` is one of ``task``, ``agent``, ``sampler``, ``aggregator``, ``router``,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import os
+import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -49,7 +50,9 @@ ENTRY_POINT_GROUP = "corl"
 AUTOLOAD_ENV = "CORL_DISABLE_PLUGIN_AUTOLOAD"
 ALLOW_ENV = "CORL_PLUGINS"
 
-hookimpl = pluggy.HookimplMarker("corl")
+#: An alias of :data:`corl.hookspecs.hookimpl` (the marker lives beside the specs), kept for plugins
+#: that import it from here.
+hookimpl = hookspecs.hookimpl
 
 
 @attrs.frozen
@@ -73,7 +76,7 @@ class Section:
 
 class Registry:
     """Component factories by kind and name, and plugin-owned recipe sections, filled by
-    ``corl_register_components``."""
+    ``corl_register_components`` (the :class:`corl.protocols.RegistryView` a plugin is handed)."""
 
     def __init__(self) -> None:
         self._items: dict[tuple[str, str], Component] = {}
@@ -149,16 +152,25 @@ def _true(value: str | None) -> bool:
     return (value or "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
-def make_plugin_manager(plugins: Iterable[Any] = (), autoload: bool | None = None) -> pluggy.PluginManager:
+class PluginManager(pluggy.PluginManager):
+    """A run's (or a command's) plugin manager: pluggy's, with what loading found out and the
+    registry its plugins fill (:func:`registry_of`)."""
+
+    def __init__(self) -> None:
+        super().__init__("corl")
+        self.add_hookspecs(hookspecs)
+        self.corl_failed: dict[str, str] = {}  # plugin name -> one line on why it was skipped
+        self.corl_dists: dict[str, tuple[str, str]] = {}  # plugin name -> (distribution name, version)
+        self.corl_registry: Registry | None = None  # built once, on first use
+
+
+def make_plugin_manager(plugins: Iterable[Any] = (), autoload: bool | None = None) -> PluginManager:
     """A fresh plugin manager: built-ins, then entry points (unless disabled), then ``plugins``.
 
     Entry points that fail to import are skipped and recorded in ``pm.corl_failed``; plugin
     objects passed in ``plugins`` are the caller's own and raise instead.
     """
-    pm = pluggy.PluginManager("corl")
-    pm.add_hookspecs(hookspecs)
-    pm.corl_failed = {}  # plugin name -> one line on why it was skipped
-    pm.corl_dists = {}  # plugin name -> (distribution name, version)
+    pm = PluginManager()
     for name in BUILTIN_PLUGINS:
         register(pm, importlib.import_module(name), name)
     if autoload is None:
@@ -179,7 +191,7 @@ def _allowed() -> set[str] | None:
     return {x.strip() for x in raw.split(",") if x.strip()}
 
 
-def _load_entry_points(pm: pluggy.PluginManager) -> None:
+def _load_entry_points(pm: PluginManager) -> None:
     allowed = _allowed()
     for dist in importlib.metadata.distributions():
         for ep in dist.entry_points:
@@ -274,8 +286,8 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _plugin_name(pm: pluggy.PluginManager, plugin: Any) -> str:
-    """A readable name for an object plugin (its class), unique within ``pm``."""
-    base = getattr(plugin, "__name__", None) or f"{type(plugin).__module__}.{type(plugin).__qualname__}"
+    """A readable name for an object plugin (a module's name, else its class), unique within ``pm``."""
+    base = plugin.__name__ if isinstance(plugin, types.ModuleType) else f"{type(plugin).__module__}.{type(plugin).__qualname__}"
     name, i = base, 1
     while pm.has_plugin(name):
         i += 1
@@ -283,12 +295,23 @@ def _plugin_name(pm: pluggy.PluginManager, plugin: Any) -> str:
     return name
 
 
-def build_registry(pm: pluggy.PluginManager) -> Registry:
-    """Every plugin's components. A third-party entry-point plugin whose registration fails is
-    skipped (its partial registrations removed) and recorded; any other failure raises."""
+def registry_of(pm: PluginManager) -> Registry:
+    """The registry of ``pm``'s plugins, built on first use and kept with ``pm``: a run (or a
+    command) validates its recipe, builds its components and names them from one registry, and
+    each plugin's ``corl_register_components`` runs once. Plugins registered later (a run's
+    observers) add no components."""
+    if pm.corl_registry is None:
+        pm.corl_registry = build_registry(pm)
+    return pm.corl_registry
+
+
+def build_registry(pm: PluginManager) -> Registry:
+    """Every plugin's components, in a new registry (:func:`registry_of` keeps one per plugin
+    manager). A third-party entry-point plugin whose registration fails is skipped (its partial
+    registrations removed) and recorded; any other failure raises."""
     registry = Registry()
-    registry.failed.update(getattr(pm, "corl_failed", {}))
-    external = set(getattr(pm, "corl_dists", {}))
+    registry.failed.update(pm.corl_failed)
+    external = set(pm.corl_dists)
     registry.external = {plugin_label(pm, name) for name in external}
     for impl in pm.hook.corl_register_components.get_hookimpls():  # registration order
         registry.current_plugin = plugin_label(pm, impl.plugin_name)
@@ -307,17 +330,17 @@ def build_registry(pm: pluggy.PluginManager) -> Registry:
     return registry
 
 
-def plugin_label(pm: pluggy.PluginManager, name: str) -> str:
+def plugin_label(pm: PluginManager, name: str) -> str:
     """How messages name a plugin: an entry point by the distribution users install (``corl-gspo``),
     a built-in or an object passed in by its own name."""
-    dist = getattr(pm, "corl_dists", {}).get(name)
+    dist = pm.corl_dists.get(name)
     return dist[0] if dist else name
 
 
-def describe(pm: pluggy.PluginManager) -> list[dict[str, Any]]:
+def describe(pm: PluginManager) -> list[dict[str, Any]]:
     """What is installed: each plugin's name, its distribution and version, and the hooks it
     implements; plugins that failed to load are listed with the reason."""
-    dists = getattr(pm, "corl_dists", {})
+    dists = pm.corl_dists
     rows = []
     for name, plugin in pm.list_name_plugin():
         if plugin is None:
@@ -325,17 +348,17 @@ def describe(pm: pluggy.PluginManager) -> list[dict[str, Any]]:
         dist, version = dists.get(name, (DISTRIBUTION, corl_version()) if name.startswith("corl.") else ("", ""))
         hooks = sorted(h.name for h in pm.get_hookcallers(plugin) or ())
         rows.append({"name": name, "distribution": dist, "version": version, "hooks": hooks, "error": None})
-    for name, why in sorted(getattr(pm, "corl_failed", {}).items()):
+    for name, why in sorted(pm.corl_failed.items()):
         dist, version = dists.get(name, ("", ""))
         rows.append({"name": name, "distribution": dist, "version": version, "hooks": [], "error": why})
     return rows
 
 
-def distributions(pm: pluggy.PluginManager) -> dict[str, str]:
+def distributions(pm: PluginManager) -> dict[str, str]:
     """Loaded plugin distributions, name -> version (corl itself included)."""
     out = {DISTRIBUTION: corl_version()}
-    for name, (dist, version) in getattr(pm, "corl_dists", {}).items():
-        if name not in getattr(pm, "corl_failed", {}):
+    for name, (dist, version) in pm.corl_dists.items():
+        if name not in pm.corl_failed:
             out[dist] = version
     return out
 

@@ -5,19 +5,24 @@ Optional capabilities are declared here too, never probed ad hoc: a component st
 as class attributes of its factory (a router's ``supervised`` / ``min_agents`` / ``check``, an
 observer's ``every_rank``, a verifier's ``bounded``, a task's ``missing_split``, an agent's
 ``check``, a shaping term's ``needs_labels``), read once by :func:`traits` into the frozen
-classes below; a verifier that extracts whole batches implements :class:`BatchVerifier`. Hooks see
-a run through :class:`RunView`, not the run object itself.
+classes below; a verifier that extracts whole batches implements :class:`BatchVerifier`. A factory
+is handed a :class:`Context` (the recipe as a :class:`SpecView`, the task, the agent it serves, its
+:class:`GroupView` of ranks); a plugin registers through a :class:`RegistryView`. Hooks see a run
+through :class:`RunView`, not the run object itself.
+
+(Over 300 lines: the whole contract a plugin author reads, in one file.)
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from corl.types import Prompt, PseudoLabel, Rollout, Routed, Vote, VoteContext
+from corl.types import Closers, OneRank, Prompt, PseudoLabel, Rollout, Routed, StopToken, Vote, VoteContext
 
 
 @runtime_checkable
@@ -68,6 +73,14 @@ class TokenBatch(Protocol):
 
     def select(self, rows: Sequence[int]) -> TokenBatch:
         """The batch of these rows, in this order (the run drops prompts a router skipped)."""
+
+
+@runtime_checkable
+class LabelPathTask(Task, Protocol):
+    """A task that says how it found each prompt's label (the ``jsonl`` task: the field path, or
+    the extractor that read it out of a solution); ``corl data preview`` shows it."""
+
+    label_paths: Mapping[str, str | None]  # prompt id -> how its label was found (None: not said)
 
 
 @runtime_checkable
@@ -299,15 +312,35 @@ class RecipeFacts:
 
 
 @attrs.frozen
+class ModelFacts:
+    """What an agent's config says about its model (:class:`AgentTraits` ``describe``), so that the
+    host never reads an agent type's own keys: ``model``, what it loads, for messages
+    (``"zoo:llama-tiny"``, a folder; ``""`` when it names none), and ``device``, where its weights
+    live (``"cpu"``, ``"cuda"``, ``"cuda:1"``): the ranks of an agent on a CUDA device reduce over
+    NCCL, others over gloo."""
+
+    model: str = ""
+    device: str = "cpu"
+
+
+@attrs.frozen
 class AgentTraits:
     """``check(config, facts)``: the agent's own cross-checks of a validated recipe
     (:class:`RecipeFacts`), yielding ``(key, message)`` pairs, the key relative to the agent's table
     (``("model", "zoo:llama-tiny needs a labeled seed split ...")``). ``preview(config, ctx, prompts)``:
     the exact strings the agent would tokenize for ``prompts`` (its chat template applied), from its
-    tokenizer alone, no model weights loaded (``corl data preview``; ``ctx`` as for the factory)."""
+    tokenizer alone, no model weights loaded (``corl data preview``; ``ctx`` as for the factory).
+    ``describe(config)``: its :class:`ModelFacts` (``corl validate``, ``corl eval`` and placement
+    read them; an agent that declares none shows its type and is placed as a CPU agent).
+    ``model_key``: the key of the agent's table that names what it loads (the hf agents':
+    ``"model"``), which ``corl eval`` sets to a run's exported weights (``checkpoints/final/NAME``,
+    what ``Agent.save`` wrote) or to ``--model NAME=MODEL``; ``""``: it names none, and is evaluated
+    as its recipe builds it."""
 
     check: Callable[[Any, RecipeFacts], Iterable[tuple[str, str]]] | None = None
     preview: Callable[[Any, Any, Sequence[Any]], Sequence[str]] | None = None
+    describe: Callable[[Any], ModelFacts] | None = None
+    model_key: str = ""
 
 
 @attrs.frozen
@@ -351,6 +384,12 @@ def missing_members(obj: Any, protocol: type) -> list[str]:
     return sorted(n for n in names if not hasattr(obj, n))
 
 
+def declared_config(factory: Any) -> type | None:
+    """The attrs config class a factory named by import path declares as its ``Config`` class
+    attribute (``type = "package.module:Factory"``); None when it declares none."""
+    return getattr(factory, "Config", None)  # a declaration, read like the traits below
+
+
 def traits(kind: str, declared_on: Any) -> Any:
     """The traits a factory (or a component object) declares for ``kind``, as a frozen instance of
     its traits class; undeclared ones take their defaults. Raises ``TypeError`` (one line, naming
@@ -370,6 +409,120 @@ def traits(kind: str, declared_on: Any) -> Any:
             raise TypeError(f"{field.name} must be {type(field.default).__name__}, got {value!r}")
         values[field.name] = value
     return cls(**values)
+
+
+# ---------------------------------------------------------------------------------------------
+# What a component's factory is handed: ``factory(config, ctx)``
+
+
+@runtime_checkable
+class RunSettings(Protocol):
+    """The recipe's ``[run]`` table as components read it (``ctx.spec.run``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def steps(self) -> int:
+        """Training steps of the run (an lr schedule spans them)."""
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def prompts_per_step(self) -> int: ...
+
+    @property
+    def threads(self) -> int:
+        """CPU threads the run uses (0: all cores)."""
+
+    @property
+    def supervised(self) -> bool: ...
+
+
+@runtime_checkable
+class AgentSettings(Protocol):
+    """One ``[[agents]]`` entry as components read it (``ctx.spec.agents``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def frozen(self) -> bool: ...
+
+
+@runtime_checkable
+class SpecView(Protocol):
+    """The validated recipe as components and hooks read it (:class:`corl.recipe.RunSpec` is one):
+    the ``[run]`` settings, the agents in recipe order, the plugin sections by name, and ``source``,
+    the recipe file that relative data paths resolve against (``"<recipe>"`` for a table)."""
+
+    @property
+    def run(self) -> RunSettings: ...
+
+    @property
+    def agents(self) -> Sequence[AgentSettings]: ...
+
+    @property
+    def sections(self) -> Mapping[str, Any]: ...
+
+    @property
+    def source(self) -> str: ...
+
+
+@runtime_checkable
+class GroupView(Protocol):
+    """An agent's ranks as its agent and optimizer see them (``ctx.group``): :class:`corl.types.OneRank`
+    on one rank, a process group over several (``corl.runtime.groups``), with the device mesh a
+    sharding engine shards the agent over (see :class:`~corl.types.OneRank` for each member)."""
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def rank(self) -> int: ...
+
+    def sum(self, values: Sequence[float]) -> list[float]: ...
+
+    def max(self, values: Sequence[float]) -> list[float]: ...
+
+    def mesh(self, device_type: str) -> Any: ...
+
+
+@attrs.frozen
+class Context:
+    """What a component factory may draw on: injected by the run, never looked up globally.
+
+    Every factory is called as ``factory(config, ctx)``. ``spec`` is the validated recipe
+    (:class:`SpecView`; None only for a context built by hand outside a run). ``agent`` is set for
+    samplers and optimizers (the agent they serve); ``task`` once the task is built. ``group`` is
+    the agent's ranks (:class:`GroupView`), with the device mesh a sharding engine shards the agent
+    over. ``log`` writes one message of the run (:mod:`corl.logs`). ``stop`` is polled by long
+    loops (:class:`~corl.types.StopToken`). A component that holds something to release (an
+    engine's processes) registers it with :meth:`on_close`; the run calls it when it ends, whether
+    it finished, failed or was stopped.
+    """
+
+    spec: SpecView | None
+    seed: int
+    log: Callable[[str], None] = attrs.field(factory=lambda: logging.getLogger("corl").info)
+    task: Task | None = None
+    agent: Agent | None = None
+    agent_name: str = ""
+    group: GroupView = attrs.field(factory=OneRank)
+    stop: StopToken = attrs.field(factory=StopToken)
+    closers: Closers = attrs.field(factory=Closers, eq=False, repr=False)
+
+    def on_close(self, fn: Callable[[], Any]) -> None:
+        """Call ``fn()`` once when the run ends (success, error or signal), the last registered first."""
+        self.closers.add(fn)
+
+    def section(self, name: str) -> Any:
+        """The validated config of recipe section ``[name]`` that a plugin declared
+        (``registry.add_section``), e.g. the hf backend's ``[zoo]``."""
+        if self.spec is None:
+            raise KeyError(f"section [{name}]: this context was built outside a run, with no recipe")
+        return self.spec.sections[name]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -399,7 +552,7 @@ class LayoutView(Protocol):
 class RunView(Protocol):
     """The run as hooks and observers see it: read-mostly. ``request_stop`` is the one action."""
 
-    spec: Any  # the validated recipe (corl.recipe.RunSpec)
+    spec: SpecView  # the validated recipe (corl.recipe.RunSpec)
     output_dir: Path
     start_step: int  # 0, or the checkpoint's step when resumed
     agents: Sequence[AgentView]  # the agents this process holds
@@ -410,6 +563,23 @@ class RunView(Protocol):
     def request_stop(self, reason: str) -> None:
         """End the run after the current step (an observer's early stop); it evaluates and ends as
         if that step were the last, and the summary records the step and ``reason``."""
+
+
+@runtime_checkable
+class RegistryView(Protocol):
+    """What ``corl_register_components`` is handed: where a plugin adds its components and sections
+    (the host's :class:`corl.plugins.Registry` is one). Registering the same kind and name twice,
+    an unknown kind, a non-attrs config class or a wrongly typed trait is a ``PluginError`` naming
+    the plugin."""
+
+    def add(self, kind: str, name: str, factory: Callable[..., Any], config_cls: type, help: str = "") -> None:
+        """Register ``factory`` (called as ``factory(config, ctx)``) as the ``kind`` named ``name``;
+        ``config_cls`` is its frozen attrs config class (its fields are the recipe keys); ``help`` is
+        the one line ``corl plugins`` shows. Traits are read off ``factory`` now (:func:`traits`)."""
+
+    def add_section(self, name: str, config_cls: type, help: str = "") -> None:
+        """Declare a top-level recipe section ``[name]`` validated against ``config_cls`` (its
+        defaults apply when a recipe leaves it out); components read it as ``ctx.section(name)``."""
 
 
 PROTOCOLS.update(task=Task, agent=Agent, sampler=Sampler, aggregator=Aggregator, router=RewardRouter,

@@ -21,6 +21,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from corl.errors import CorlError, PluginError
+from corl.protocols import traits
 from corl.types import Rollout
 
 
@@ -37,10 +38,15 @@ def is_reward_function(obj: Any) -> bool:
 def factory_for(fn: Callable[..., Any], name: str) -> Callable[[Any, Any], RewardFunctionTerm]:
     """A shaping factory ``(config, ctx) -> term`` around ``fn``; it declares ``needs_labels`` as ``fn`` does."""
 
+    try:
+        declared = traits("shaping", fn)  # a function declares needs_labels as any factory does
+    except TypeError as exc:
+        raise PluginError(f"reward function {name!r}: {exc}") from None
+
     def build(config: Any, ctx: Any) -> RewardFunctionTerm:
         return RewardFunctionTerm(fn, name)
 
-    build.needs_labels = bool(getattr(fn, "needs_labels", False))  # the ShapingTraits of the factory
+    build.needs_labels = declared.needs_labels  # the ShapingTraits of the factory
     return build
 
 
@@ -49,7 +55,6 @@ class RewardFunctionTerm:
 
     def __init__(self, fn: Callable[..., Any], name: str):
         self.fn, self.name = fn, name
-        self.needs_labels = bool(getattr(fn, "needs_labels", False))
 
     def score(self, rollout: Rollout, answers: Sequence[Sequence[Hashable | None]], verifier: Any,
               truth: Sequence[Any] | None = None) -> list[list[float]]:

@@ -1,18 +1,16 @@
-"""Plain data that flows through a Co-RL step. No torch here: this is the contract."""
+"""Plain data that flows through a Co-RL step, and the run-side objects a component's context holds
+(its group of ranks, the stop token, what to release). No torch here: this is the contract."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 from collections.abc import Hashable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from corl.errors import Stopping
-
-if TYPE_CHECKING:
-    from corl.protocols import TokenBatch
 
 
 @attrs.frozen
@@ -81,7 +79,7 @@ class Rollout:
     texts: tuple[tuple[str, ...], ...]
     lengths: tuple[tuple[int, ...], ...]  # completion tokens, EOS included
     confidences: tuple[tuple[float, ...], ...]  # mean sampling-time log-prob per completion
-    batch: TokenBatch | None = None
+    batch: Any = None  # a corl.protocols.TokenBatch (types imports nothing of the contract)
 
     @property
     def n(self) -> int:
@@ -272,33 +270,15 @@ class Closers:
                                                            f"{type(exc).__name__}: {exc}")
 
 
-@attrs.frozen
-class Context:
-    """What a component factory may draw on: injected by the run, never looked up globally.
+def __getattr__(name: str) -> Any:
+    """``corl.types.Context``, a deprecated name: the Context moved to :mod:`corl.protocols`, whose
+    protocols type its fields. That module imports this one, so the old name is looked up lazily
+    (an import here would be a cycle in the contract) and warns."""
+    if name == "Context":
+        import importlib
+        import warnings
 
-    Every factory is called as ``factory(config, ctx)``. ``agent`` is set for samplers and
-    optimizers (the agent they serve); ``task`` once the task is built. ``group`` is the agent's
-    ranks (:class:`OneRank`; several: :class:`corl.runtime.groups.TorchGroup`), with the device mesh
-    a sharding engine shards the agent over. ``stop`` is polled by long loops (:class:`StopToken`).
-    A component that holds something to release (an engine's processes) registers it with
-    :meth:`on_close`; the run calls it when it ends, whether it finished, failed or was stopped.
-    """
-
-    spec: Any
-    seed: int
-    log: Any = attrs.field(factory=lambda: logging.getLogger("corl").info)  # a message of the run (corl.logs)
-    task: Any = None
-    agent: Any = None
-    agent_name: str = ""
-    group: Any = attrs.field(factory=OneRank)
-    stop: StopToken = attrs.field(factory=StopToken)
-    closers: Closers = attrs.field(factory=Closers, eq=False, repr=False)
-
-    def on_close(self, fn: Any) -> None:
-        """Call ``fn()`` once when the run ends (success, error or signal), the last registered first."""
-        self.closers.add(fn)
-
-    def section(self, name: str) -> Any:
-        """The validated config of recipe section ``[name]`` that a plugin declared
-        (``registry.add_section``), e.g. the hf backend's ``[zoo]``."""
-        return self.spec.sections[name]
+        warnings.warn("corl.types.Context moved to corl.protocols.Context; import corl.Context",
+                      DeprecationWarning, stacklevel=2)
+        return importlib.import_module("corl.protocols").Context
+    raise AttributeError(f"module 'corl.types' has no attribute {name!r}")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import attrs
 
-from corl.plugins import hookimpl
+from corl.hookspecs import hookimpl
 
 v = attrs.validators
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from corl import logs
 from corl.atomic import write_together
-from corl.plugins import hookimpl
+from corl.hookspecs import hookimpl
 from corl.types import NoConfig
 
 

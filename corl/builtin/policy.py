@@ -21,7 +21,7 @@ from typing import Any, Literal
 import attrs
 
 from corl.errors import ConfigError
-from corl.plugins import hookimpl
+from corl.hookspecs import hookimpl
 from corl.types import Rollout
 
 v = attrs.validators
@@ -178,7 +178,7 @@ class PolicyGradient:
         self.optim = torch.optim.AdamW(self.params, lr=config.lr, weight_decay=config.weight_decay)
         self.aggregation = LOSS_AGGREGATIONS[config.loss_aggregation]
         # the schedule runs over the run's steps; steps_done is checkpointed (save_state)
-        self.total = getattr(getattr(ctx.spec, "run", None), "steps", None)
+        self.total = ctx.spec.run.steps if ctx.spec is not None else None  # None: built by hand, outside a run
         self.steps_done = 0
         if config.lr_schedule != "constant" and self.total is None:
             raise ConfigError(f"optimizer: lr_schedule = {config.lr_schedule!r} needs the run's length (run.steps)")

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from corl.plugins import hookimpl
+from corl.hookspecs import hookimpl
 from corl.types import NoConfig, Rollout
 
 v = attrs.validators

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import attrs
 
-from corl.plugins import hookimpl
+from corl.hookspecs import hookimpl
 from corl.protocols import Aggregator, AnswerVerifier
 from corl.types import NoConfig, PseudoLabel, Routed, Vote, VoteContext
 

@@ -12,8 +12,8 @@ from typing import Literal
 
 import attrs
 
-from corl.plugins import hookimpl
-from corl.protocols import AnswerVerifier
+from corl.hookspecs import hookimpl
+from corl.protocols import AnswerVerifier, Context
 from corl.types import PseudoLabel, Vote, VoteContext
 
 TieBreak = Literal["random", "none"]
@@ -78,8 +78,8 @@ class MajorityConfig:
 class MajorityVote:
     """One completion, one vote; the pseudo-label is the most common equivalent answer."""
 
-    def __init__(self, config: MajorityConfig, ctx=None):
-        self.config, self.seed = config, getattr(ctx, "seed", 0)
+    def __init__(self, config: MajorityConfig, ctx: Context | None = None):
+        self.config, self.seed = config, ctx.seed if ctx is not None else 0  # ties break by the run's seed
 
     def aggregate(self, votes: Sequence[Sequence[Vote]], verifier: AnswerVerifier,
                   context: VoteContext | None = None) -> list[PseudoLabel]:
@@ -98,8 +98,8 @@ class WeightedConfig(MajorityConfig):
 class WeightedVote:
     """Each vote counts with a weight; with equal weights this is exactly majority voting."""
 
-    def __init__(self, config: WeightedConfig, ctx=None):
-        self.config, self.seed = config, getattr(ctx, "seed", 0)
+    def __init__(self, config: WeightedConfig, ctx: Context | None = None):
+        self.config, self.seed = config, ctx.seed if ctx is not None else 0
 
     def _weights(self, votes: Sequence[Sequence[Vote]], verifier: AnswerVerifier) -> list[list[float]]:
         if self.config.weight == "uniform":
@@ -147,8 +147,8 @@ class ReliabilityVote:
     Only a pool of several agents' votes is weighted (``all_pairs`` with ``combine = "vote"``); an
     agent's own label and an evaluation's maj@k, one agent's votes, are plain majority."""
 
-    def __init__(self, config: ReliabilityConfig, ctx=None):
-        self.config, self.seed = config, getattr(ctx, "seed", 0)
+    def __init__(self, config: ReliabilityConfig, ctx: Context | None = None):
+        self.config, self.seed = config, ctx.seed if ctx is not None else 0
         self.right: dict[str, float] = {}  # expected right answers per agent, over the steps observed
         self.answered: dict[str, float] = {}  # answers per agent (vote shares summed), over the steps observed
 

@@ -4,18 +4,37 @@
 * :mod:`~corl.recipe.overrides`: reading files, ``--set key.path=value``;
 * :mod:`~corl.recipe.structure`: the strict structurer (key paths in every message);
 * :mod:`~corl.recipe.validate`: components, cross-checks, ``load_recipe``;
-* :mod:`~corl.recipe.resume`: what a resumed run may change; the resolved recipe as JSON.
+* :mod:`~corl.recipe.resume`: what a resumed run may change; the resolved recipe as JSON;
+* :mod:`~corl.recipe.locate`: a recipe from what a user typed (a file, a shipped name, a run dir).
 
 Nothing here imports torch.
 """
 
 from corl.recipe.overrides import apply_overrides, read_toml
-from corl.recipe.resume import RESUMABLE_CHANGES, differences, to_dict
-from corl.recipe.schema import AgentSpec, ComponentSpec, EvalSection, RunSection, RunSpec, ShapingSpec, VotingSpec
+from corl.recipe.resume import (
+    RESUMABLE_CHANGES,
+    defaults_of,
+    differences,
+    recorded_objects,
+    resume_from_python,
+    to_dict,
+)
+from corl.recipe.schema import (
+    AgentSpec,
+    ComponentSpec,
+    EvalSection,
+    GivenObject,
+    RunSection,
+    RunSpec,
+    ShapingSpec,
+    VotingSpec,
+)
 from corl.recipe.structure import Errors, structure
-from corl.recipe.validate import load_recipe, router_traits, validate
+from corl.recipe.validate import declared_traits, load_recipe, model_facts, router_traits, validate
 
 __all__ = [
-    "RESUMABLE_CHANGES", "AgentSpec", "ComponentSpec", "Errors", "EvalSection", "RunSection", "RunSpec", "ShapingSpec",
-    "VotingSpec", "apply_overrides", "differences", "load_recipe", "read_toml", "router_traits", "structure", "to_dict", "validate",
+    "RESUMABLE_CHANGES", "AgentSpec", "ComponentSpec", "Errors", "EvalSection", "GivenObject", "RunSection", "RunSpec",
+    "ShapingSpec", "VotingSpec", "apply_overrides", "declared_traits", "defaults_of", "differences", "load_recipe",
+    "model_facts", "read_toml", "recorded_objects", "resume_from_python", "router_traits", "structure", "to_dict",
+    "validate",
 ]

@@ -1,56 +1,142 @@
-"""What a resumed run may change, and the resolved recipe as plain JSON (``recipe.json``, checkpoints)."""
+"""What a resumed run may change, and the resolved recipe as plain JSON (``recipe.json``, checkpoints).
+
+A saved recipe is compared with the current one key by key. A key the saved recipe does not have
+(it was written before the key existed) is no change when the current value is the key's default:
+the run it saved behaved as the default does. Components an embedding program handed to
+``corl.run`` as objects are recorded by their class (:class:`~corl.recipe.schema.GivenObject`); a
+command line cannot rebuild them, so such a run continues only from Python with the same objects.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 
-from corl.recipe.schema import ComponentSpec, RunSpec
+from corl.recipe.schema import OBJECT_SECTIONS, ComponentSpec, RunSpec
 from corl.recipe.structure import join
 
 #: Keys a resumed run may change: how long, where and how it reports, not what it trains.
 RESUMABLE_CHANGES = ("run.steps", "run.name", "run.output_dir", "run.observers", "run.checkpoint_every", "run.answer_timeout",
                      "run.keep_checkpoints", "run.max_nonfinite", "run.threads", "run.collective_timeout", "eval.every")
 
+_ABSENT = object()  # a key one of two recipes does not have
+
 
 def differences(old: Mapping[str, Any], new: Mapping[str, Any], path: str = "",
-                ignore: tuple[str, ...] = RESUMABLE_CHANGES) -> list[str]:
-    """Key paths where two resolved recipes differ, except the paths in ``ignore``."""
-    out: list[str] = []
+                ignore: tuple[str, ...] = RESUMABLE_CHANGES, defaults: Mapping[str, Any] | None = None) -> list[str]:
+    """Key paths where a saved recipe ``old`` and the current ``new`` differ, except the paths in
+    ``ignore``. ``defaults`` (:func:`defaults_of` the current spec) are the values a key ``old``
+    lacks stands for: equal to one, the key is no change."""
+    return _differences(old, new, path, ignore, _ABSENT if defaults is None else defaults)
+
+
+def _differences(old: Any, new: Any, path: str, ignore: tuple[str, ...], default: Any) -> list[str]:
     if path in ignore:
-        return out
+        return []
+    if old is _ABSENT and isinstance(new, (Mapping, list)):
+        old = {} if isinstance(new, Mapping) else []  # each key inside is compared with its own default
+    elif old is _ABSENT and default is not _ABSENT and new == default:
+        return []
+    out: list[str] = []
     if isinstance(old, Mapping) and isinstance(new, Mapping):
+        inner = default if isinstance(default, Mapping) else {}
         for key in sorted(set(old) | set(new), key=str):
-            out += differences(old.get(key), new.get(key), join(path, key), ignore)
+            out += _differences(old.get(key, _ABSENT), new.get(key, _ABSENT), join(path, key), ignore,
+                                inner.get(key, _ABSENT))
     elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        for i, (a, b) in enumerate(zip(old, new)):
-            out += differences(a, b, join(path, i), ignore)
+        inner = default if isinstance(default, list) and len(default) == len(new) else [_ABSENT] * len(new)
+        for i, (a, b, d) in enumerate(zip(old, new, inner)):
+            out += _differences(a, b, join(path, i), ignore, d)
     elif old != new:
-        show = lambda v: "(absent)" if v is None else repr(v)
+        show = lambda v: "(absent)" if v is _ABSENT else repr(v)
         out.append(f"{path}: {show(old)} -> {show(new)}")
     return out
 
 
 def to_dict(spec: RunSpec) -> dict[str, Any]:
-    """The fully resolved recipe (defaults filled in), as written to ``output_dir/recipe.json``."""
-    def component(c: ComponentSpec, **extra: Any) -> dict[str, Any]:
-        return {"type": c.type, **extra, **attrs.asdict(c.config)}
+    """The fully resolved recipe (defaults filled in), as written to ``output_dir/recipe.json``; a
+    component handed in as an object is recorded by its class instead of the recipe's table."""
+    return json.loads(json.dumps(_resolved(spec, attrs.asdict, lambda value, default: value)))  # JSON-normal
 
-    return json.loads(json.dumps({  # JSON-normal: tuples become lists, as in recipe.json and checkpoints
-        "run": attrs.asdict(spec.run),
-        "task": component(spec.task),
-        "agents": [{"name": a.name, **component(a.agent), "sampler": component(a.sampler),
-                    "optimizer": component(a.optimizer), "frozen": a.frozen,
-                    **({"ranks": list(a.ranks)} if a.ranks else {})}  # absent when placed automatically
+
+def defaults_of(spec: RunSpec) -> dict[str, Any]:
+    """:func:`to_dict`'s shape holding each key's default (keys without one are left out): what a
+    key missing from an older saved recipe stands for (:func:`differences`)."""
+    def pick(value: Any, default: Any) -> Any:
+        return default
+
+    return _plain(_resolved(spec, _field_defaults, pick))
+
+
+def _resolved(spec: RunSpec, config: Callable[[Any], dict[str, Any]], pick: Callable[[Any, Any], Any]) -> dict[str, Any]:
+    """The resolved recipe's tree: ``config(c)`` gives an attrs config's keys, ``pick(value, default)``
+    a key outside the config classes (``_ABSENT``: it has no default)."""
+    def component(c: ComponentSpec, kind: str = "", **extra: Any) -> dict[str, Any]:
+        given = spec.objects.get(kind)
+        if given is not None:
+            return {**extra, **{k: pick(v, _ABSENT) for k, v in given.record().items()}}
+        return {"type": pick(c.type, _ABSENT), **extra, **config(c.config)}
+
+    tree = {
+        "run": config(spec.run),
+        "task": component(spec.task, "task"),
+        "agents": [{"name": pick(a.name, _ABSENT), **component(a.agent), "sampler": component(a.sampler),
+                    "optimizer": component(a.optimizer), "frozen": pick(a.frozen, False),
+                    "ranks": pick(list(a.ranks), [])}  # empty: placed automatically
                    for a in spec.agents],
-        "voting": component(spec.voting.aggregator, n_votes=spec.voting.n_votes, n_train=spec.voting.n_train),
-        "topology": component(spec.topology),
-        "eval": attrs.asdict(spec.eval),
-        **{name: attrs.asdict(config) for name, config in spec.sections.items()},
-        **({"observers": {c.type: attrs.asdict(c.config) for c in spec.observers}} if spec.observers else {}),
-        # absent without shaping, so the recipes of earlier checkpoints still compare equal
-        **({"shaping": [component(t.term, name=t.name, weight=t.weight) for t in spec.shaping]} if spec.shaping else {}),
-    }))
+        "voting": component(spec.voting.aggregator, "aggregator", n_votes=pick(spec.voting.n_votes, 8),
+                            n_train=pick(spec.voting.n_train, spec.voting.n_votes)),
+        "topology": component(spec.topology, "router"),
+        "eval": config(spec.eval),
+        **{name: config(section) for name, section in spec.sections.items()},
+        "observers": {c.type: config(c.config) for c in spec.observers},
+        "shaping": [component(t.term, name=pick(t.name, _ABSENT), weight=pick(t.weight, 1.0)) for t in spec.shaping],
+    }
+    return tree
+
+
+def _field_defaults(config: Any) -> dict[str, Any]:
+    """An attrs config's fields that have a default, each with it (nested configs as tables)."""
+    out = {}
+    for field in attrs.fields(type(config)):
+        default = field.default
+        if isinstance(default, attrs.Factory):
+            default = default.factory(config) if default.takes_self else default.factory()
+        if default is not attrs.NOTHING:
+            out[field.name] = _field_defaults(default) if attrs.has(type(default)) else default
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """JSON-normal (tuples as lists, as in recipe.json), keeping the absent marker out."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items() if v is not _ABSENT}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if attrs.has(type(value)):
+        return _plain(attrs.asdict(value))
+    return json.loads(json.dumps(value))
+
+
+def recorded_objects(recipe: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The components a resolved recipe (``recipe.json``, a checkpoint's) records as objects handed
+    to ``corl.run``, by kind: ``{"router": {"object": "GatedRouter", "import": "mypkg:GatedRouter"}}``."""
+    out = {}
+    for kind, section in OBJECT_SECTIONS.items():
+        table = recipe.get(section)
+        if isinstance(table, Mapping) and "object" in table:
+            out[kind] = {"object": table["object"], "import": table.get("import")}
+    return out
+
+
+def resume_from_python(out: str, records: Mapping[str, Mapping[str, Any]]) -> str:
+    """What a run built with objects ``records`` needs, in the words of both refusals: which objects,
+    and the call that continues it."""
+    named = " and ".join(f"{kind}= object {r['object']}" + (f" ({r['import']})" if r.get("import") else "")
+                         for kind, r in records.items())
+    call = ", ".join(f"{kind}={r['object']}(...)" for kind, r in records.items())
+    return (f"the run in {out} was built in Python with {named}, which a recipe cannot name; resume it from Python "
+            f"with the same objects: corl.run({str(out)!r}, resume=True, {call})")

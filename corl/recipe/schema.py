@@ -115,6 +115,30 @@ class ShapingSpec:
 
 
 @attrs.frozen
+class GivenObject:
+    """A component an embedding program handed to ``corl.run`` as a ready object (``task=``,
+    ``aggregator=``, ``router=``), as ``recipe.json`` and checkpoints record it in place of the
+    recipe's table: its class, and the name it can be imported by where there is one (None for a
+    class of ``__main__`` or one defined inside a function)."""
+
+    cls: str
+    import_path: str | None = None
+
+    @classmethod
+    def of(cls, obj: Any) -> GivenObject:
+        kind = type(obj)
+        importable = kind.__module__ != "__main__" and "<locals>" not in kind.__qualname__
+        return cls(kind.__qualname__, f"{kind.__module__}:{kind.__qualname__}" if importable else None)
+
+    def record(self) -> dict[str, Any]:
+        return {"object": self.cls, "import": self.import_path}
+
+
+#: the recipe section of each component kind an embedding program may hand in as an object
+OBJECT_SECTIONS = {"task": "task", "aggregator": "voting", "router": "topology"}
+
+
+@attrs.frozen
 class RunSpec:
     run: RunSection
     task: ComponentSpec
@@ -126,6 +150,9 @@ class RunSpec:
     observers: tuple[ComponentSpec, ...] = ()  # [observers.NAME] tables: configured observers (attached too)
     shaping: tuple[ShapingSpec, ...] = ()  # [[shaping]]: reward terms added to the router's rewards
     sections: Mapping[str, Any] = attrs.field(factory=dict)  # plugin-declared sections, e.g. the hf backend's [zoo]
+    # components handed to corl.run as objects, by kind: they replace (and are recorded instead of) the
+    # recipe's own table of that kind
+    objects: Mapping[str, GivenObject] = attrs.field(factory=dict)
 
     @property
     def output_dir(self) -> Path:

@@ -12,15 +12,17 @@ from __future__ import annotations
 import importlib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from corl import rewards
-from corl.errors import ConfigError
+from corl.errors import ConfigError, PluginError
 from corl.plugins import CORE_SECTIONS, Registry
-from corl.protocols import RecipeFacts, RouterTraits, traits
+from corl.protocols import ModelFacts, RecipeFacts, RouterTraits, declared_config, traits
+from corl.recipe.resume import recorded_objects, resume_from_python
 from corl.recipe.schema import (
     DEFAULT_TYPES,
+    OBJECT_SECTIONS,
     AgentSpec,
     ComponentSpec,
     EvalSection,
@@ -37,10 +39,11 @@ AGENT_KEYS = ("name", "sampler", "optimizer", "frozen", "ranks")
 
 
 def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
-             distributions: Mapping[str, str] | None = None) -> RunSpec:
+             distributions: Mapping[str, str] | None = None, objects: Collection[str] = ()) -> RunSpec:
     """Validate a whole recipe; raise :class:`ConfigError` listing every mistake.
 
     ``distributions`` (name -> version) are the plugin distributions loaded, for ``run.plugins``.
+    ``objects``: the component kinds the caller hands in as objects (see :func:`load_recipe`).
     """
     errors = Errors()
     if not isinstance(data, Mapping):
@@ -50,6 +53,7 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
         if key not in CORE_SECTIONS and key not in sections:
             errors.add(join("", key), f"unknown section; valid: {', '.join([*CORE_SECTIONS, *sections])}")
     run = structure(RunSection, data.get("run", {}), "run", errors)
+    data = _objects_given_again(data, run, objects)
     ev = structure(EvalSection, data.get("eval", {}), "eval", errors)
     own = {name: structure(s.config_cls, data.get(name, {}), name, errors) for name, s in sections.items()}
     task = _component(registry, "task", data.get("task"), "task", errors)
@@ -58,8 +62,10 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
     agents, raw_agents = _agents(registry, data.get("agents"), errors)
     if task is not None and None not in own.values():
         _check_agents(registry, task, agents, raw_agents, own, errors)
-    if topology is not None and run is not None:
+    if topology is not None and run is not None and "router" not in objects:  # an object is checked as it is handed in
         _check_router(router_traits(registry, topology), topology, run, agents, len(raw_agents), errors)
+    if agents and all(a.frozen for a in agents):
+        errors.add("agents", "every agent is frozen: nothing would train")
     if run is not None:
         for i, name in enumerate(run.observers):
             if not registry.has("observer", name):
@@ -81,17 +87,53 @@ def data_problems(spec: RunSpec, registry: Registry, rows: int) -> list[str]:
     the task's declared ``check_data`` (:class:`~corl.protocols.TaskTraits`): the lines building the task would
     give, without a model or torch. A task that declares no check has none."""
     task = spec.task
-    declared = traits("task", task.factory) if task.factory is not None else registry.get("task", task.type).traits
+    declared = declared_traits(registry, "task", task)
     if declared.check_data is None:
         return []
     return list(declared.check_data(task.config, spec.source, rows))
 
 
+def declared_traits(registry: Registry, kind: str, component: ComponentSpec) -> Any:
+    """What a chosen component's factory declares (its :data:`~corl.protocols.TRAITS` class)."""
+    if component.factory is not None:  # an import path: read off the factory itself
+        return traits(kind, component.factory)
+    return registry.get(kind, component.type).traits
+
+
 def router_traits(registry: Registry, topology: ComponentSpec) -> RouterTraits:
     """What the chosen router's factory declares (supervised, min_agents, check)."""
-    if topology.factory is not None:  # an import path: read off the factory itself
-        return traits("router", topology.factory)
-    return registry.get("router", topology.type).traits
+    return declared_traits(registry, "router", topology)
+
+
+def model_facts(registry: Registry, agent: AgentSpec) -> ModelFacts:
+    """What agent ``agent``'s type says of its model (:class:`~corl.protocols.AgentTraits`
+    ``describe``): for messages and placement, never read off an agent type's own keys."""
+    declared = declared_traits(registry, "agent", agent.agent)
+    if declared.describe is None:
+        return ModelFacts()
+    facts = declared.describe(agent.agent.config)
+    if not isinstance(facts, ModelFacts):
+        raise PluginError(f"agent {agent.agent.type!r}: its describe trait returned {type(facts).__name__}, "
+                          "not a corl.protocols.ModelFacts")
+    return facts
+
+
+def _objects_given_again(data: Mapping[str, Any], run: RunSection | None, objects: Collection[str]) -> Mapping[str, Any]:
+    """A resolved recipe that records components handed to ``corl.run`` as objects (an embedded
+    run's ``recipe.json``) is valid only where the same kinds are handed in again: their records
+    are then dropped (the objects replace those sections), and any other is refused in one line."""
+    recorded = recorded_objects(data)
+    missing = {kind: record for kind, record in recorded.items() if kind not in objects}
+    if missing:
+        out = run.output_dir.format(name=run.name) if run is not None else "its output dir"
+        raise ConfigError(f"{', '.join(OBJECT_SECTIONS[k] for k in missing)}: {resume_from_python(out, missing)}")
+    if not recorded:
+        return data
+    data = dict(data)
+    for kind in recorded:
+        section = OBJECT_SECTIONS[kind]
+        data[section] = {k: v for k, v in data[section].items() if k not in ("object", "import")}
+    return data
 
 
 def _check_router(declared: RouterTraits, topology: ComponentSpec, run: RunSection, agents: list[AgentSpec],
@@ -103,8 +145,6 @@ def _check_router(declared: RouterTraits, topology: ComponentSpec, run: RunSecti
     if declared.check is not None and len(agents) == n_raw:
         for problem in declared.check(topology.config, agents):
             errors.add("topology", problem)
-    if agents and all(a.frozen for a in agents):
-        errors.add("agents", "every agent is frozen: nothing would train")
     if declared.supervised and not run.supervised:
         errors.add("topology.type", f"{topology.type!r} rewards with ground-truth labels; declare it with run.supervised = true")
     if run.supervised and not declared.supervised:
@@ -116,14 +156,14 @@ def _check_agents(registry: Registry, task: ComponentSpec, agents: list[AgentSpe
                   sections: Mapping[str, Any], errors: Errors) -> None:
     """Each agent's own cross-checks (:class:`~corl.protocols.AgentTraits`) against the task's
     declared splits (:class:`~corl.protocols.TaskTraits`) and the plugin sections."""
-    declared = traits("task", task.factory) if task.factory is not None else registry.get("task", task.type).traits
+    declared = declared_traits(registry, "task", task)
     facts = RecipeFacts(task.type, lambda split: declared.missing_split(task.config, split) if declared.missing_split
                         else None, sections)
     index = {raw["name"]: i for i, raw in enumerate(raw_agents) if isinstance(raw, Mapping)
              and isinstance(raw.get("name"), str)}
     for agent in agents:
         spec = agent.agent
-        checks = traits("agent", spec.factory) if spec.factory is not None else registry.get("agent", spec.type).traits
+        checks = declared_traits(registry, "agent", spec)
         for key, message in checks.check(spec.config, facts) if checks.check else ():
             errors.add(join(f"agents[{index[agent.name]}]", key), message)
 
@@ -218,7 +258,7 @@ def _import_path_component(name: str, data: Mapping[str, Any], path: str, errors
         return None
     if kind == "shaping" and rewards.is_reward_function(factory):
         factory = rewards.factory_for(factory, name)
-    config_cls = factory.Config if hasattr(factory, "Config") else NoConfig
+    config_cls = declared_config(factory) or NoConfig
     config = structure(config_cls, data, path.rpartition(".")[0], errors, skip=skip)
     return None if config is None else ComponentSpec(name, config, factory)
 
@@ -279,7 +319,7 @@ def _shaping(registry: Registry, data: Any, run: RunSection | None, errors: Erro
             seen[name] = i
         if term is None or weight is None:
             continue
-        declared = traits("shaping", term.factory) if term.factory else registry.get("shaping", term.type).traits
+        declared = declared_traits(registry, "shaping", term)
         if declared.needs_labels and run is not None and not run.supervised:
             errors.add(f"{path}.type", f"{term.type!r} rewards with ground-truth labels, which a label-free run never "
                                        "reads; drop it, or declare a supervised baseline (run.supervised = true)")
@@ -329,25 +369,38 @@ def _check_plugins(required: tuple[str, ...], distributions: Mapping[str, str] |
             errors.add(f"run.plugins[{i}]", f"the recipe needs {text!r}, but {req.name} {version} is installed")
 
 
-def load_recipe(path: Any, overrides: list[str] = (), registry: Registry | None = None,
-                source: str | None = None, *, distributions: Mapping[str, str] | None = None) -> RunSpec:
-    """Read, override and validate a recipe (a path or an already-parsed table; ``source`` names
-    where a table came from, so that relative paths in it resolve against that file)."""
+def load_recipe(recipe: str | os.PathLike[str] | Mapping[str, Any], overrides: Sequence[str] = (), *,
+                registry: Registry | None = None, source: str | None = None,
+                distributions: Mapping[str, str] | None = None, objects: Collection[str] = ()) -> RunSpec:
+    """Read, override and validate a recipe; raise :class:`~corl.errors.ConfigError` with one line
+    per mistake, each starting with where the recipe came from.
+
+    ``recipe``: a TOML file, or an already-parsed table (a dict, e.g. a run's ``recipe.json``).
+    ``overrides``: ``key.path=value`` strings, as ``--set`` takes them (values parse as TOML).
+    ``registry``: the components to validate against (:func:`corl.plugins.registry_of` a run's plugin
+    manager); by default one built from every installed plugin, and then ``distributions`` too.
+    ``source``: the file a table came from, so that relative data paths in it resolve against that
+    file (default ``"<recipe>"``; a file is its own source). ``distributions``: the loaded plugin
+    distributions, name -> version, that ``run.plugins`` is checked against (None: not checked).
+    ``objects``: the component kinds (``task``, ``aggregator``, ``router``) the caller hands in as
+    objects, as ``corl.run(..., router=obj)`` does; a recipe that records such objects (an embedded
+    run's ``recipe.json``) loads only where the same kinds are handed in again.
+    """
     from corl.recipe.overrides import apply_overrides, read_toml
 
     if registry is None:
-        from corl.plugins import build_registry, make_plugin_manager
         from corl.plugins import distributions as loaded
+        from corl.plugins import make_plugin_manager, registry_of
 
         pm = make_plugin_manager()
-        registry, distributions = build_registry(pm), loaded(pm)
-    if isinstance(path, Mapping):
-        data, source = _deepcopy(path), source or "<recipe>"
+        registry, distributions = registry_of(pm), loaded(pm)
+    if isinstance(recipe, Mapping):
+        data, source = _deepcopy(recipe), source or "<recipe>"
     else:
-        data, source = read_toml(path), str(path)
+        data, source = read_toml(recipe), str(recipe)
     data = apply_overrides(data, list(overrides))
     try:
-        return validate(data, registry, source, distributions=distributions)
+        return validate(data, registry, source, distributions=distributions, objects=objects)
     except ConfigError as exc:
         raise ConfigError(*(f"{source}: {p}" for p in exc.problems)) from None
 

@@ -15,10 +15,9 @@ import attrs
 
 from corl.errors import ConfigError, PluginError
 from corl.plugins import Registry
-from corl.protocols import PROTOCOLS, missing_members, traits
-from corl.recipe import ComponentSpec, RunSpec, router_traits
+from corl.protocols import PROTOCOLS, Context, missing_members, traits
+from corl.recipe import ComponentSpec, RunSpec, declared_traits, router_traits
 from corl.runtime.boundary import guard
-from corl.types import Context
 
 
 @attrs.define
@@ -122,7 +121,7 @@ def shaping_terms(spec: RunSpec, registry: Registry, build: Builder, ctx: Contex
     out = []
     for s in spec.shaping:
         component = registry.get("shaping", s.term.type) if s.term.factory is None else None
-        declared = component.traits if component else traits("shaping", s.term.factory)
+        declared = declared_traits(registry, "shaping", s.term)
         who = f"shaping {s.name!r} ({s.term.type!r}, {f'plugin {component.plugin}' if component else 'import path'})"
         out.append(ShapingSlot(s, build("shaping", s.term, ctx), declared.needs_labels, who))
     return out

@@ -22,7 +22,7 @@ import os
 import pickle
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from corl.errors import CorlError, TrainingError
@@ -128,9 +128,11 @@ def merge_shards(shards: list[list[Any]]) -> list[Any]:
 
 
 class Distributed(Local):
-    """Agents spread over the ranks of a ``torchrun`` / ``accelerate launch`` job."""
+    """Agents spread over the ranks of a ``torchrun`` / ``accelerate launch`` job. ``devices``: where
+    each agent's weights live (its type's :class:`~corl.protocols.ModelFacts`; absent: the CPU), so
+    that a group of ranks of a CUDA agent reduces its shards over NCCL."""
 
-    def __init__(self, spec, env: dict[str, str] | None = None):
+    def __init__(self, spec, env: dict[str, str] | None = None, devices: Mapping[str, str] | None = None):
         import datetime
 
         import torch
@@ -155,7 +157,7 @@ class Distributed(Local):
         for a in spec.agents:
             ranks = self.members[a.name]
             if self.rank in ranks and len(ranks) > 1:
-                device = str(getattr(a.agent.config, "device", "cpu"))
+                device = (devices or {}).get(a.name, "cpu")
                 prefix = dist.PrefixStore(f"corl/agent/{a.name}", store)
                 self._groups[a.name] = TorchGroup(f"agent/{a.name}", prefix, ranks.index(self.rank), len(ranks),
                                                   delta, cuda=device.startswith("cuda"), describe=self._lost)
@@ -222,10 +224,11 @@ class Distributed(Local):
         self._pg = None
 
 
-def layout_for(spec, env: dict[str, str] | None = None) -> Local:
-    """:class:`Distributed` when launched as several processes (``WORLD_SIZE`` > 1), else :class:`Local`."""
+def layout_for(spec, env: dict[str, str] | None = None, *, devices: Mapping[str, str] | None = None) -> Local:
+    """:class:`Distributed` when launched as several processes (``WORLD_SIZE`` > 1), else :class:`Local`;
+    ``devices``: each agent's device, as its type describes it (:class:`Distributed`)."""
     env = os.environ if env is None else env
-    return Distributed(spec, env) if int(env.get("WORLD_SIZE", "1")) > 1 else Local(spec)
+    return Distributed(spec, env, devices) if int(env.get("WORLD_SIZE", "1")) > 1 else Local(spec)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -93,6 +93,22 @@ def clear(out: Path) -> None:
             p.unlink()
 
 
+def embedded_elsewhere(out: Path, spec, found: Path | None) -> str | None:
+    """Why ``spec`` may not resume the run in ``out`` (None: it may): that run was built in Python
+    with components handed to ``corl.run`` as objects, which this run does not hand in (a command
+    line never can), or hands in as objects of other classes. Read from the checkpoint it would
+    resume, else from the folder's ``recipe.json``; said whatever ``--force`` says."""
+    if found is not None:
+        saved = checkpoint.read_state(found)["recipe"]
+    elif (out / "recipe.json").is_file():
+        saved = json.loads((out / "recipe.json").read_text())
+    else:
+        return None
+    mine = recipe_mod.recorded_objects(recipe_mod.to_dict(spec))
+    others = {kind: record for kind, record in recipe_mod.recorded_objects(saved).items() if mine.get(kind) != record}
+    return recipe_mod.resume_from_python(str(out), others) if others else None
+
+
 def open_for(run) -> Path | None:
     """Make ``run.output_dir`` ready for ``run`` and return the checkpoint it resumes (None: it starts
     at step 0). Rank 0 decides; every rank raises the same refusal. The recipe goes in first."""
@@ -101,7 +117,9 @@ def open_for(run) -> Path | None:
     problem = None
     if layout.is_writer:
         try:
-            claim(out, resume=run.resume, force=run.force, found=found, log=run.log)
+            problem = embedded_elsewhere(out, run.spec, found) if run.resume else None
+            if problem is None:
+                claim(out, resume=run.resume, force=run.force, found=found, log=run.log)
         except CorlError as exc:
             problem = str(exc)
     found, problem = layout.share((found, problem), "finding the checkpoint to resume")  # rank 0's view

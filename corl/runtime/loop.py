@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,9 @@ import attrs
 from corl import logs
 from corl import recipe as recipe_mod
 from corl.errors import CorlError, Interrupted, PluginError, Stopping
-from corl.plugins import Registry, build_registry, call_hook, distributions, make_plugin_manager, register
-from corl.protocols import Aggregator, RewardRouter, Task
+from corl.plugins import PluginManager, Registry, call_hook, distributions, make_plugin_manager, register, registry_of
+from corl.protocols import Aggregator, Context, RewardRouter, Task
+from corl.recipe.locate import resolve
 from corl.runtime import checkpoint, distributed, folder, interrupts, process, snapshot
 from corl.runtime.aggregation import BoundAggregator
 from corl.runtime.build import AgentSlot, Builder, check_given, observers, shaping_terms
@@ -33,33 +34,39 @@ from corl.runtime.state import DataOrder, RunState
 from corl.runtime.step import train_step
 from corl.runtime.verify import BoundedVerifier
 from corl.runtime.view import RunView
-from corl.types import Closers, Context, StepMetrics, StopToken
+from corl.types import Closers, StepMetrics, StopToken
 
 
 class Run:
     """A Co-RL run built from a validated :class:`~corl.recipe.RunSpec`.
 
     ``task``, ``aggregator`` and ``router`` may be passed as ready objects (dependency
-    injection); ``plugins`` are extra plugin objects (observers, components) for this run only.
+    injection): they replace the recipe's, and the run records them (their class) as what it ran
+    with. ``pm`` is the run's plugin manager (:func:`prepare`'s, whose registry validated ``spec``),
+    else one is made with ``plugins``, extra plugin objects (observers, components) for this run only.
     ``layout`` says where agents run (:mod:`corl.runtime.distributed`; by default one process, or
     the ranks of a ``torchrun`` launch); ``agents`` lists only the agents this process holds.
     """
 
-    def __init__(self, spec: recipe_mod.RunSpec, *, plugins: Sequence[Any] = (), pm=None,
+    def __init__(self, spec: recipe_mod.RunSpec, *, plugins: Sequence[Any] = (), pm: PluginManager | None = None,
                  task: Task | None = None, aggregator: Aggregator | None = None,
-                 router: RewardRouter | None = None, log=None, resume: bool = False, force: bool = False,
-                 layout: distributed.Local | None = None):
-        self.spec, self.resume, self.force = spec, resume, force
+                 router: RewardRouter | None = None, log: Callable[[str], None] | None = None, resume: bool = False,
+                 force: bool = False, layout: distributed.Local | None = None):
+        self.resume, self.force = resume, force
         self._given = {"task": task, "aggregator": aggregator, "router": router}
         check_given(spec, self._given)  # before anything is built or loaded
-        self.layout = layout or distributed.layout_for(spec)
+        # what the run ran with: recipe.json and checkpoints record an object's class, not the recipe's table
+        self.spec = spec = attrs.evolve(spec, objects={kind: recipe_mod.GivenObject.of(obj)
+                                                       for kind, obj in self._given.items() if obj is not None})
+        self.pm = pm or make_plugin_manager(plugins)
+        self.registry: Registry = registry_of(self.pm)  # the one prepare() validated the recipe with
+        self.layout = layout or distributed.layout_for(spec, devices={
+            a.name: recipe_mod.model_facts(self.registry, a).device for a in spec.agents})
         self.layout.hint = lambda: (f"last checkpoint: {checkpoint.latest(self.checkpoint_root) or 'none'}; "
                                     "continue with the same launch command and --resume")
         self.start_step, self.completed, self.checkpointed_step = 0, 0, -1  # steps done / saved
         self.stop, self.phase = StopToken(), "while building the run"  # SIGINT / SIGTERM; where the run is
         self.closers = Closers()  # what components asked to release when the run ends (ctx.on_close)
-        self.pm = pm or make_plugin_manager(plugins)
-        self.registry: Registry = build_registry(self.pm)
         self.output_dir = spec.output_dir
         # messages go to the `corl` logger (corl.logs), or all to ``log`` when one is given
         self.log = log or logs.logger.info
@@ -304,33 +311,42 @@ class Run:
         return step == 0 or bool(every and step % every == 0 and step != self.spec.run.steps)
 
 
-def prepare(recipe: str | Path | Mapping[str, Any] | recipe_mod.RunSpec, overrides: Sequence[str] = (), *,
-            plugins: Sequence[Any] = (), source: str | None = None,
-            autoload: bool | None = None) -> tuple[Any, recipe_mod.RunSpec]:
+Recipe = str | os.PathLike[str] | Mapping[str, Any] | recipe_mod.RunSpec
+
+
+def prepare(recipe: Recipe, overrides: Sequence[str] = (), *, plugins: Sequence[Any] = (), source: str | None = None,
+            objects: Sequence[str] = (), pm: PluginManager | None = None,
+            autoload: bool | None = None) -> tuple[PluginManager, recipe_mod.RunSpec]:
     """A per-run plugin manager and the recipe validated against its registry: the one place that
-    wires plugins, registry and recipe (``corl run``, ``corl eval``, ``corl compare``, ``corl.run``).
-    ``autoload``: load entry-point plugins (default: unless ``CORL_DISABLE_PLUGIN_AUTOLOAD`` is set)."""
-    pm = make_plugin_manager(plugins, autoload=autoload)
+    wires plugins, registry and recipe (``corl run``, ``corl validate``, ``corl eval``, ``corl compare``,
+    ``corl.run``). The registry is built here, once, and kept with the plugin manager
+    (:func:`corl.plugins.registry_of`), so the :class:`Run` built with ``pm`` uses the same one.
+
+    A string or path is what a user types at ``corl run``: a recipe file, a shipped recipe's name
+    (``"three_agent_ring"``) or a run dir (its ``recipe.json``, written there); ``source`` names the
+    file a table came from. ``objects``: the component kinds handed in as objects
+    (:func:`corl.recipe.load_recipe`). ``pm``: a plugin manager the caller already made (and read
+    the registry of) for this run, instead of a new one with ``plugins``. ``autoload``: load
+    entry-point plugins (default: unless ``CORL_DISABLE_PLUGIN_AUTOLOAD`` is set).
+    """
+    pm = pm or make_plugin_manager(plugins, autoload=autoload)
     if isinstance(recipe, recipe_mod.RunSpec):
         return pm, recipe
-    spec = recipe_mod.load_recipe(recipe, list(overrides), registry=build_registry(pm), source=source,
-                                  distributions=distributions(pm))
+    if isinstance(recipe, (str, os.PathLike)) and source is None:
+        recipe, overrides, source = resolve(os.fspath(recipe), list(overrides))
+    spec = recipe_mod.load_recipe(recipe, list(overrides), registry=registry_of(pm), source=source,
+                                  distributions=distributions(pm), objects=objects)
     return pm, spec
 
 
-def run(recipe: str | Path | Mapping[str, Any] | recipe_mod.RunSpec, overrides: Sequence[str] = (), *,
-        plugins: Sequence[Any] = (), resume: bool = False, force: bool = False, autoload: bool | None = None,
-        **components: Any) -> dict[str, Any]:
-    """Run Co-RL from a recipe (path, table or spec) and return the summary.
-
-    ``components`` may hold ready ``task``, ``aggregator`` and ``router`` objects that replace
-    the recipe's; ``plugins`` are plugin objects registered for this run only.
-    """
-    unknown = sorted(set(components) - {"task", "aggregator", "router"})
-    if unknown:
-        raise CorlError(f"corl.run: unknown component argument {unknown[0]}=; pass task=, aggregator= or router=")
-    pm, spec = prepare(recipe, overrides, plugins=plugins, autoload=autoload)
-    return Run(spec, pm=pm, resume=resume, force=force, **components).execute()
+def run(recipe: Recipe, overrides: Sequence[str] = (), *, task: Task | None = None,
+        aggregator: Aggregator | None = None, router: RewardRouter | None = None, plugins: Sequence[Any] = (),
+        resume: bool = False, force: bool = False, autoload: bool | None = None) -> dict[str, Any]:
+    """The implementation of :func:`corl.run`, documented there."""
+    given = {"task": task, "aggregator": aggregator, "router": router}
+    pm, spec = prepare(recipe, overrides, plugins=plugins, objects=[k for k, v in given.items() if v is not None],
+                       autoload=autoload)
+    return Run(spec, pm=pm, resume=resume, force=force, **given).execute()
 
 
 __all__ = ["Run", "prepare", "run"]

@@ -79,7 +79,7 @@ def stateful_components(run) -> list[tuple[str, Stateful]]:
 def check_compatible(spec, path: Path, force: bool) -> None:
     """Refuse to resume ``path`` with a recipe that changed what the run trains (unless ``force``)."""
     saved = checkpoint.read_state(path)["recipe"]
-    changes = recipe_mod.differences(saved, recipe_mod.to_dict(spec))
+    changes = recipe_mod.differences(saved, recipe_mod.to_dict(spec), defaults=recipe_mod.defaults_of(spec))
     if changes and not force:
         shown = "; ".join(changes[:3]) + (f"; and {len(changes) - 3} more" if len(changes) > 3 else "")
         raise CorlError(f"{path}: the recipe changed since this checkpoint ({shown}); "

@@ -8,7 +8,8 @@ import threading
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from corl.protocols import AnswerVerifier
+from corl.errors import PluginError
+from corl.protocols import AnswerVerifier, BatchVerifier, traits
 from corl.types import Prompt
 
 
@@ -16,13 +17,12 @@ def extract_all(verifier: AnswerVerifier, prompts: Sequence[Prompt],
                 texts: Sequence[Sequence[str]]) -> list[list[Hashable | None]]:
     """Every completion's answer, ``answers[p][s]``: the one place the run extracts answers.
 
-    A verifier with ``extract_batch(prompts, texts)`` gets the whole batch at once (a code
-    verifier runs all the programs in one sandbox call, on each prompt's ``test_inputs``);
-    any other is asked ``extract(text)`` per completion.
+    A :class:`~corl.protocols.BatchVerifier` gets the whole batch at once (a code verifier runs all
+    the programs in one sandbox call, on each prompt's ``test_inputs``); any other verifier is
+    asked ``extract(text)`` per completion.
     """
-    batch = getattr(verifier, "extract_batch", None)
-    if batch is not None:
-        return [list(row) for row in batch(prompts, texts)]
+    if isinstance(verifier, BatchVerifier):
+        return [list(row) for row in verifier.extract_batch(prompts, texts)]
     return [[verifier.extract(t) for t in row] for row in texts]
 
 
@@ -46,6 +46,10 @@ class BoundedVerifier:
     def __init__(self, inner: AnswerVerifier, seconds: float):
         self.inner, self.seconds, self.timeouts = inner, seconds, 0
         self._armed = False
+        try:  # what the verifier declares (corl.protocols.VerifierTraits), read once
+            self.bounded = traits("verifier", inner).bounded
+        except TypeError as exc:
+            raise PluginError(f"the task's verifier {type(inner).__name__}: {exc}") from None
 
     @contextlib.contextmanager
     def armed(self):
@@ -62,7 +66,7 @@ class BoundedVerifier:
             signal.signal(signal.SIGALRM, previous)
 
     def _bounded(self, fn, default, *args) -> Any:
-        if not self._armed or getattr(self.inner, "bounded", False):  # a verifier that is fast by construction
+        if not self._armed or self.bounded:  # a verifier that is fast by construction
             return fn(*args)
         signal.setitimer(signal.ITIMER_REAL, self.seconds)
         try:
@@ -77,7 +81,7 @@ class BoundedVerifier:
         return self._bounded(self.inner.extract, None, text)
 
     def extract_batch(self, prompts: Sequence[Prompt], texts: Sequence[Sequence[str]]) -> list[list[Hashable | None]]:
-        if hasattr(self.inner, "extract_batch"):  # bounds its own work (a sandbox has its own limits)
+        if isinstance(self.inner, BatchVerifier):  # bounds its own work (a sandbox has its own limits)
             return self.inner.extract_batch(prompts, texts)
         return [[self.extract(t) for t in row] for row in texts]
 

@@ -57,9 +57,11 @@ from typing import Any
 
 import attrs
 
+from corl.protocols import Context
+from corl.recipe.schema import RunSection
 from corl.testing.dists import BROKEN_PLUGIN, install_plugin, uninstall_plugin
 from corl.testing.fakes import FakeAgent, FakeAgentConfig, FakeOptimizer, FakeOptimizerConfig, FakePlugin, FakeSampler
-from corl.types import Context, StopToken
+from corl.types import StopToken
 
 #: Overrides that shrink any shipped recipe to seconds on 2 cores.
 TINY = [
@@ -175,7 +177,7 @@ def fails_naming(plugin: str) -> Iterator[Failure]:
 def context(*, agent_name: str = "a", task: Any = None, agent: Any = None, seed: int = 0,
             sections: Mapping[str, Any] | None = None, log: Any = None, group: Any = None,
             stop: StopToken | None = None) -> Context:
-    """A :class:`~corl.types.Context` for calling a component factory by hand, with plugin
+    """A :class:`~corl.protocols.Context` for calling a component factory by hand, with plugin
     sections (e.g. ``{"zoo": ZooConfig(steps=5)}``) where a component reads them. ``group``: the
     agent's ranks; by default one rank, as a one-process run gives it (a device mesh included).
     ``stop``: the run's stop token the component polls (:func:`corl.testing.conformance.check_stop`)."""
@@ -188,7 +190,13 @@ def context(*, agent_name: str = "a", task: Any = None, agent: Any = None, seed:
 
 @attrs.frozen
 class _SpecStub:
+    """A :class:`corl.protocols.SpecView` for a context built by hand: a recipe's default ``[run]``
+    settings, no agents, the given plugin sections."""
+
     sections: dict[str, Any]
+    run: RunSection = attrs.field(factory=RunSection)
+    agents: tuple[Any, ...] = ()
+    source: str = "<recipe>"
 
 
 def outcome(out: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, dict[str, Any]]]:

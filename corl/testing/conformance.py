@@ -27,9 +27,9 @@ from typing import Any
 import attrs
 
 from corl.errors import Stopping
-from corl.protocols import TokenBatch
+from corl.protocols import Context, TokenBatch
 from corl.runtime.boundary import check_rollout
-from corl.types import Context, Prompt, Rollout, StopToken
+from corl.types import Prompt, Rollout, StopToken
 
 
 def check_sampler(agent: Any, sampler: Any, prompts: Sequence[Prompt], *, n: int = 4, atol: float = 1e-4) -> Rollout:

@@ -14,8 +14,9 @@ from typing import Any
 
 import attrs
 
-from corl.plugins import hookimpl
-from corl.types import Context, Prompt, Rollout
+from corl.hookspecs import hookimpl
+from corl.protocols import Context
+from corl.types import Prompt, Rollout
 
 
 @attrs.frozen

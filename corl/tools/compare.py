@@ -63,7 +63,7 @@ def compare(recipes: Sequence[str], seeds: Sequence[int], out: Path, overrides: 
     (:mod:`corl.tools.claims`) whose verdicts go into the results and the report."""
     from corl.errors import CorlError
     from corl.logs import logger
-    from corl.recipe import differences, to_dict
+    from corl.recipe import defaults_of, differences, to_dict
     from corl.runtime import Run, prepare
 
     say = log or logger.info
@@ -78,7 +78,7 @@ def compare(recipes: Sequence[str], seeds: Sequence[int], out: Path, overrides: 
             pm, spec = prepare(recipe, [*overrides, f"run.seed={seed}", f"run.output_dir={run_dir}"])
             if (run_dir / "recipe.json").exists():  # reuse only a run of this very recipe
                 changed = differences(json.loads((run_dir / "recipe.json").read_text()), to_dict(spec),
-                                      ignore=("run.output_dir",))
+                                      ignore=("run.output_dir",), defaults=defaults_of(spec))
                 if changed:
                     raise CorlError(f"{run_dir} holds a run of a different recipe ({changed[0]}); "
                                     "use another --out or delete it")

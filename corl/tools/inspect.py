@@ -20,8 +20,12 @@ from corl.errors import CorlError
 from corl.recipe.locate import resolve
 
 
-def _build_for_inspection(args, extra: list[str]):
-    """A Run whose components are built (models loaded, nothing trained) for eval / cohort."""
+def _build_for_inspection(args, extra: list[str], *, base: bool = False):
+    """A Run whose components are built (models loaded, nothing trained) for eval / cohort. An
+    agent's weights are replaced (a run dir's exported ones unless ``base``, or ``--model``) through
+    the key its type declares for them (:class:`corl.protocols.AgentTraits` ``model_key``)."""
+    from corl.plugins import make_plugin_manager, registry_of
+    from corl.recipe.schema import DEFAULT_TYPES
     from corl.runtime import Run, prepare
 
     data, overrides, source = resolve(args.target, args.set)
@@ -30,24 +34,37 @@ def _build_for_inspection(args, extra: list[str]):
         from corl.recipe import read_toml
 
         data, source = read_toml(data), data
-    if getattr(args, "model", None):  # evaluate exactly these models, set up like the first agent
-        template = {k: v for k, v in data["agents"][0].items() if k not in ("name", "model", "optimizer", "frozen")}
+    pm = make_plugin_manager()
+    registry = registry_of(pm)  # the run's own, built once
+
+    def model_key(agent) -> str:
+        kind = agent.get("type", DEFAULT_TYPES["agent"]) if isinstance(agent, dict) else None
+        return registry.get("agent", kind).traits.model_key if registry.has("agent", kind) else ""
+
+    if args.model:  # evaluate exactly these models, set up like the first agent
+        first = data["agents"][0]
+        key = model_key(first)
+        if not key:
+            raise CorlError(f"--model: agent type {first.get('type', DEFAULT_TYPES['agent'])!r} names no model to "
+                            "replace (it declares no model_key); evaluate the recipe's own agents")
+        template = {k: v for k, v in first.items() if k not in ("name", key, "optimizer", "frozen")}
         models = [m.partition("=") for m in args.model]
         bad = [m for m, sep, path in models if not sep or not path]
         if bad:
             raise CorlError(f"--model {bad[0]!r}: expected NAME=PATH (a zoo: name or a model folder)")
-        data["agents"] = [{**template, "name": name, "model": path} for name, _, path in models]
+        data["agents"] = [{**template, "name": name, key: path} for name, _, path in models]
         # nothing trains here: a topology that names the recipe's agents (ring, judge) does not apply
         data["topology"] = {"type": "self"}
         data.setdefault("run", {})["supervised"] = False
-    elif run_dir is not None and not getattr(args, "base", False):
+    elif run_dir is not None and not base:
         final = run_dir / "checkpoints" / "final"
         for agent in data["agents"]:
-            # the trained weights, read by the same agent type (one that names a model; a plugin's may not)
-            if "model" in agent and (final / agent["name"]).is_dir():
-                agent.update(model=str(final / agent["name"]))
+            # the trained weights, read by the same agent type (one whose type declares where it names them)
+            key = model_key(agent)
+            if key and (final / agent["name"]).is_dir():
+                agent[key] = str(final / agent["name"])
     data.pop("observers", None)  # [observers.NAME] tables: not attached here, so their plugins need not be installed
-    pm, spec = prepare(data, [*overrides, "run.observers=[]", "run.steps=0", *extra], source=source)
+    pm, spec = prepare(data, [*overrides, "run.observers=[]", "run.steps=0", *extra], source=source, pm=pm)
     spec = attrs.evolve(spec, observers=())  # (a table added by --set is validated, then left out too)
     run = Run(spec, pm=pm)
     run.setup()
@@ -60,7 +77,7 @@ def cmd_eval(args) -> int:
     extra = [f"eval.k={args.k}"] if args.k else []
     extra += [f"eval.size={args.size}"] if args.size is not None else []
     extra += [f"run.log_completions={args.samples}"]
-    run = _build_for_inspection(args, extra)
+    run = _build_for_inspection(args, extra, base=args.base)
     try:
         return _eval(run, args)
     finally:
@@ -68,12 +85,15 @@ def cmd_eval(args) -> int:
 
 
 def _eval(run, args) -> int:
+    from corl.recipe import model_facts, to_dict
+
     ev = run.spec.eval
+    resolved = {a["name"]: a for a in to_dict(run.spec)["agents"]}  # the recipe's tables, not the components
+    agents = [a for a in run.spec.agents if a.name in {s.name for s in run.agents}]
     settings = {"prompts": len(run.eval_prompts), "k": ev.k, "temperature": ev.temperature,
                 "greedy": "temperature 0 (argmax), 1 sample",
-                "max_new_tokens": {s.name: getattr(getattr(s.sampler, "config", None), "max_new_tokens", None)
-                                   for s in run.agents},
-                "models": {s.name: getattr(getattr(s.agent, "config", None), "model", "?") for s in run.agents}}
+                "samplers": {a.name: resolved[a.name]["sampler"] for a in agents},  # each as its type's keys say
+                "models": {a.name: model_facts(run.registry, a).model or a.agent.type for a in agents}}
     with run.verifier.armed():
         results = run.evaluate(0, notify=False)
     cohort = run.cohorts.get(0)

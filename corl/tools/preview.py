@@ -16,15 +16,16 @@ import attrs
 
 from corl import logs
 from corl.errors import CorlError
-from corl.protocols import traits
+from corl.protocols import LabelPathTask
 from corl.recipe.locate import resolve
 
 
 def preview(args) -> int:
-    from corl.plugins import build_registry
+    from corl.plugins import registry_of
+    from corl.protocols import Context
+    from corl.recipe import declared_traits, model_facts
     from corl.runtime import prepare
     from corl.runtime.build import Builder
-    from corl.types import Context
 
     if args.rows < 1:
         raise CorlError(f"--rows {args.rows}: must be at least 1")
@@ -32,23 +33,22 @@ def preview(args) -> int:
     if Path(args.recipe).is_dir() and isinstance(data, dict):
         data.pop("observers", None)  # a run dir's trackers need not be installed to look at its data
     pm, spec = prepare(data, overrides, source=source)
-    registry = build_registry(pm)
+    registry = registry_of(pm)  # the one the recipe was validated with
     ctx = Context(spec=spec, seed=spec.run.seed, log=logs.get("data").info)
     task = Builder(registry)("task", spec.task, ctx)
     prompts = list(task.split(args.split))[: args.rows]
     if not prompts:
         raise CorlError(f"task: the {args.split} split has no prompts; preview another with --split")
-    paths = getattr(task, "label_paths", {})
+    paths = task.label_paths if isinstance(task, LabelPathTask) else {}
     rows = [{"id": p.id, "origin": p.origin, "label": None if p.label is None else str(p.label),
              "label_path": paths.get(p.id)} for p in prompts]
     agents = {}
     for a in spec.agents:
-        factory = a.agent.factory or registry.get("agent", a.agent.type).factory
-        declared = traits("agent", factory)
+        declared = declared_traits(registry, "agent", a.agent)
         rendered = None
         if declared.preview is not None:
             rendered = list(declared.preview(a.agent.config, attrs.evolve(ctx, task=task, agent_name=a.name), prompts))
-        agents[a.name] = {"type": a.agent.type, "model": getattr(a.agent.config, "model", None), "rendered": rendered}
+        agents[a.name] = {"type": a.agent.type, "model": model_facts(registry, a).model or None, "rendered": rendered}
     if args.json:
         print(json.dumps({"split": args.split, "prompts": rows, "agents": agents}, indent=2))
         return 0

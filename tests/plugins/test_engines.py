@@ -15,9 +15,9 @@ import corl
 from corl.builtin.hf.engines import EngineSamplerConfig, trainer_logprobs
 from corl.errors import ConfigError, CorlError, TrainingError
 from corl.plugins import build_registry, make_plugin_manager
+from corl.protocols import Context
 from corl.recipe import load_recipe
 from corl.testing import TINY
-from corl.types import Context
 from tests.kit import hf_agent as make_agent
 from tests.plugins import fakes
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from corl.builtin.hf.engines import EngineSamplerConfig
-from corl.types import Context
+from corl.protocols import Context
 
 KINDS = [k for k in ("vllm", "sglang") if importlib.util.find_spec(k) is not None]
 pytestmark = pytest.mark.skipif(not (KINDS and torch.cuda.is_available()), reason="needs vLLM or SGLang and a GPU")

@@ -1,6 +1,6 @@
 """The package's layering, checked on its import graph (every import, function-local ones too):
 no cycles; the contract imports only itself; the core never imports a built-in; built-ins import
-the contract and the host's helpers, never the run, the CLI, the tools or each other."""
+the contract and the host's helpers, never the plugin manager, the run, the CLI, the tools or each other."""
 
 import ast
 import subprocess
@@ -11,8 +11,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2] / "corl"
 CONTRACT = {"corl.types", "corl.protocols", "corl.hookspecs", "corl.errors"}
-#: what a built-in may import from the core besides the contract
-HOST_HELPERS = {"corl", "corl.plugins", "corl.atomic", "corl.sandbox", "corl.logs"}
+#: what a built-in may import from the core besides the contract (its ``hookimpl`` is the contract's:
+#: a built-in registers exactly as a third-party plugin does, without the host's plugin manager)
+HOST_HELPERS = {"corl", "corl.atomic", "corl.sandbox", "corl.logs"}
 
 
 def module_name(path: Path) -> str:
@@ -109,3 +110,61 @@ def test_registering_every_builtin_imports_no_torch():
             "build_registry(make_plugin_manager(autoload=False)); "
             "heavy = {'torch', 'transformers'} & set(sys.modules); assert not heavy, heavy")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+#: Where corl may call getattr / hasattr, each on something that is not a component or a context
+#: (a component's optional capabilities are declared: protocols and traits, read by corl.protocols).
+NOT_COMPONENTS = {
+    ("corl.protocols", "missing_members"): "the protocol's own members, to name what an object lacks",
+    ("corl.protocols", "declared_config"): "the declared mechanism: an import-path factory's Config",
+    ("corl.protocols", "traits"): "the declared mechanism: a factory's traits, read once at registration",
+    ("corl.plugins", "register"): "a plugin object's corl_* functions, checked for the hookimpl marker",
+    ("corl.plugins", "call_hook"): "a pluggy hook by name",
+    ("corl.plugins", "_raised_by"): "a pluggy hook by name; a function's code object",
+    ("corl.recipe.structure", "type_name"): "a type's name, for messages",
+    ("corl.recipe.validate", "_import_path_component"): "the attribute an import path names, in its module",
+    ("corl.types", "Closers.close"): "a function's name, for messages",
+    ("corl.types", "__getattr__"): "the module's own deprecated name (the definition, not a call)",
+    ("corl.builtin.policy", "PolicyGradient.step"): "a torch tensor (a DTensor when sharded)",
+    ("corl.builtin.policy", "PolicyGradient.save_state"): "torch tensors (DTensors when sharded)",
+    ("corl.builtin.policy", "PolicyGradient.load_state"): "torch parameters (DTensors when sharded)",
+    ("corl.testing.dists", "uninstall_plugin"): "modules in sys.modules",
+}
+#: Still probing under issue 30, cleaned by their owner (hf's engine bridge, the data task): drop when done.
+PENDING = ("corl.builtin.hf", "corl.builtin.tasks")
+
+
+def probes(path: Path) -> list[str]:
+    """``Class.function`` of each getattr / hasattr call (and module ``__getattr__``) in ``path``."""
+    found = []
+
+    def visit(node, where):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                inner = f"{where}.{child.name}" if where else child.name
+                if child.name == "__getattr__":
+                    found.append(inner)
+                visit(child, inner)
+                continue
+            if (isinstance(child, ast.Call) and isinstance(child.func, ast.Name)
+                    and child.func.id in ("getattr", "hasattr")):
+                found.append(where or "<module>")
+            visit(child, where)
+
+    visit(ast.parse(path.read_text()), "")
+    return found
+
+
+def test_no_component_or_context_is_probed_with_getattr_or_hasattr():
+    seen, unexplained = set(), []
+    for name, path in sorted(MODULES.items()):
+        if name.startswith(PENDING):
+            continue
+        for where in probes(path):
+            key = (name, where.split(".<locals>")[0])
+            seen.add(key)
+            if key not in NOT_COMPONENTS:
+                unexplained.append(f"{name}: getattr/hasattr in {where}")
+    assert not unexplained, ("declare the capability (corl.protocols: a protocol or a trait) instead of probing "
+                             f"for it: {unexplained}")
+    assert not set(NOT_COMPONENTS) - seen, f"stale entries: {set(NOT_COMPONENTS) - seen}"

@@ -70,6 +70,18 @@ def test_builtins_register_through_the_same_hook():
     assert {c.plugin for c in registry} == set(BUILTIN_PLUGINS)
 
 
+def test_hookimpl_lives_beside_the_specs_and_the_old_names_are_aliases():
+    import typing
+
+    from corl import hookspecs, plugins
+    from corl.protocols import RegistryView
+
+    assert corl.hookimpl is hookspecs.hookimpl is plugins.hookimpl
+    # the registration hook's argument is a declared type of the contract, which the host's registry satisfies
+    assert typing.get_type_hints(hookspecs.corl_register_components)["registry"] is RegistryView
+    assert isinstance(build_registry(make_plugin_manager(autoload=False)), RegistryView)
+
+
 def test_misspelled_hook_is_an_error_naming_the_plugin():
     class Typo:
         @corl.hookimpl

@@ -13,7 +13,8 @@ Importing this module is cheap: torch and transformers load inside the factories
 from __future__ import annotations
 
 from corl.builtin.hf.config import HFAgentConfig, HFSamplerConfig, HFVisionAgentConfig, ZooConfig, zoo_needs_seed
-from corl.plugins import hookimpl
+from corl.hookspecs import hookimpl
+from corl.protocols import ModelFacts
 
 
 def make_agent(config: HFAgentConfig, ctx):
@@ -46,11 +47,18 @@ def preview(config: HFAgentConfig, ctx, prompts):
     return rendered(config, ctx, prompts)
 
 
+def describe(config: HFAgentConfig | HFVisionAgentConfig) -> ModelFacts:
+    return ModelFacts(model=config.model, device=config.device)
+
+
 # Traits (corl.protocols.AgentTraits): validation refuses a zoo: model on a task without a seed split;
-# `corl data preview` renders a text agent's prompts from its tokenizer alone.
+# `corl data preview` renders a text agent's prompts from its tokenizer alone; messages and placement
+# read the model and device from `describe`; `corl eval` points `model` at a run's exported weights.
 make_agent.check = zoo_needs_seed
 make_agent.preview = preview
 make_vision_agent.check = zoo_needs_seed
+make_agent.describe = make_vision_agent.describe = describe
+make_agent.model_key = make_vision_agent.model_key = "model"
 
 
 @hookimpl

@@ -22,7 +22,7 @@ import attrs
 
 from corl.builtin.tasks import missing_sized_split
 from corl.errors import ConfigError
-from corl.plugins import hookimpl
+from corl.hookspecs import hookimpl
 from corl.types import Prompt
 
 _NUMBER = re.compile(r"\s*(\d+)\s*")

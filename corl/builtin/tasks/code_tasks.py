@@ -16,7 +16,7 @@ import attrs
 from corl.builtin.tasks import missing_sized_split
 from corl.builtin.tasks.code import CodeVerifier
 from corl.errors import ConfigError
-from corl.plugins import hookimpl
+from corl.hookspecs import hookimpl
 from corl.sandbox import Limits, canonical
 from corl.types import Prompt
 

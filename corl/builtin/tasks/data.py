@@ -24,7 +24,7 @@ from corl.builtin.tasks.fields import (
 )
 from corl.builtin.tasks.fields import short as _short
 from corl.errors import CorlError
-from corl.plugins import hookimpl
+from corl.hookspecs import hookimpl
 from corl.types import Prompt
 
 SPLITS = ("seed", "train", "eval")

@@ -19,7 +19,7 @@ import attrs
 from corl.builtin.tasks import missing_sized_split
 from corl.builtin.tasks.word_problems import NumberVerifier, _instruction, export_jsonl
 from corl.errors import ConfigError
-from corl.plugins import hookimpl
+from corl.hookspecs import hookimpl
 from corl.types import Prompt
 
 v = attrs.validators

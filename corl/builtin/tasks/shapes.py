@@ -15,7 +15,7 @@ import attrs
 
 from corl.builtin.tasks import missing_sized_split
 from corl.builtin.tasks.answers import IntegerVerifier
-from corl.plugins import hookimpl
+from corl.hookspecs import hookimpl
 from corl.types import Prompt
 
 v = attrs.validators

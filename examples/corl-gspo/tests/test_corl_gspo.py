@@ -3,10 +3,10 @@
 The kit's runs load the built-ins and the plugins passed (here the package's module itself), never the
 installed entry points, so these pass whether or not corl-gspo is installed."""
 
+import corl_gspo
 import pytest
 
 import corl
-import corl_gspo
 from corl.testing import conformance, fails_naming, fake_recipe, outcome, run_tiny
 
 

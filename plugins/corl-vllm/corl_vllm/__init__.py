@@ -94,7 +94,7 @@ class VLLMEngine:
         if in_process:
             args["distributed_executor_backend"] = "external_launcher"
         args.update(config.engine_args)
-        threads = getattr(getattr(ctx.spec, "run", None), "threads", 0)
+        threads = ctx.spec.run.threads if ctx.spec is not None else 0
         with _engine_environment(in_process, device, threads):
             if in_process:
                 with _world_of_one(device.index or 0), _keep_torch_threads():

@@ -19,7 +19,8 @@ from corl.builtin.policy import (
     rloo_advantages,
 )
 from corl.errors import ConfigError
-from corl.types import Context, Rollout
+from corl.protocols import Context
+from corl.types import Rollout
 
 
 def test_grpo_advantages_hand_computed():

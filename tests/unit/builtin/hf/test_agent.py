@@ -10,7 +10,7 @@ from corl.builtin.hf.config import HFAgentConfig, HFSamplerConfig, ZooConfig
 from corl.builtin.hf.sampler import HFSampler
 from corl.builtin.policy import GRPOConfig, grpo, grpo_advantages
 from corl.builtin.tasks.arithmetic import ArithmeticConfig, ArithmeticTask
-from corl.types import Context
+from corl.protocols import Context
 from tests.kit import hf_agent, zoo_context
 
 

@@ -21,8 +21,8 @@ from corl.builtin.hf.sampler import HFSampler
 from corl.builtin.policy import GRPOConfig, grpo
 from corl.builtin.tasks.word_problems import WordProblemsConfig, WordProblemsTask
 from corl.errors import CorlError
+from corl.protocols import Context
 from corl.recipe import load_recipe
-from corl.types import Context
 from tests.kit import ROOT
 
 RECIPE = ROOT / "recipes" / "real_smollm2_gemma3.toml"

@@ -9,8 +9,9 @@ from corl.builtin.tasks.answers import MathVerifier
 from corl.builtin.tasks.data import DataConfig, DataTask
 from corl.errors import ConfigError, CorlError
 from corl.plugins import build_registry, make_plugin_manager
+from corl.protocols import Context
 from corl.recipe import load_recipe
-from corl.types import Context, Prompt
+from corl.types import Prompt
 from tests.kit import ROOT
 
 

@@ -9,9 +9,9 @@ from corl.builtin.tasks.answers import MathVerifier
 from corl.builtin.tasks.data import DataConfig, DataTask
 from corl.errors import CorlError
 from corl.plugins import build_registry, make_plugin_manager
+from corl.protocols import Context
 from corl.recipe import load_recipe
 from corl.testing import fake_recipe, run_tiny
-from corl.types import Context
 from tests.kit import ROOT
 
 pytest.importorskip("pyarrow")
