@@ -18,9 +18,9 @@ import time
 import attrs
 import torch
 
-from corl.builtin.hf.agent import HFAgent
-from corl.builtin.hf.config import HFAgentConfig, HFSamplerConfig
-from corl.builtin.hf.sampler import HFSampler
+from corl.builtin.hf.backend.agent import HFAgent
+from corl.builtin.hf.backend.config import HFAgentConfig, HFSamplerConfig
+from corl.builtin.hf.backend.sampler import HFSampler
 from corl.builtin.tasks.word_problems import WordProblemsConfig, WordProblemsTask
 from corl.protocols import Context
 

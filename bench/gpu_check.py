@@ -117,7 +117,7 @@ def tokenizer_of(size: int):
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    from corl.builtin.hf.zoo import CHARS, EXTRA_CHARS, SPECIAL
+    from corl.builtin.hf.models.zoo import CHARS, EXTRA_CHARS, SPECIAL
 
     known = (*SPECIAL, *CHARS, *EXTRA_CHARS)
     vocab = {tok: i for i, tok in enumerate((*known, *(f"<{i}>" for i in range(size - len(known)))))}
@@ -154,9 +154,9 @@ def throughput(device: str, tiny: bool, folder: Path, n_params: int, args, shard
     import attrs
     import torch
 
-    from corl.builtin.hf.agent import HFAgent
-    from corl.builtin.hf.config import HFAgentConfig, HFSamplerConfig
-    from corl.builtin.hf.sampler import HFSampler
+    from corl.builtin.hf.backend.agent import HFAgent
+    from corl.builtin.hf.backend.config import HFAgentConfig, HFSamplerConfig
+    from corl.builtin.hf.backend.sampler import HFSampler
     from corl.builtin.policy import GRPOConfig, grpo
     from corl.builtin.tasks.arithmetic import ArithmeticConfig, ArithmeticTask
     from corl.testing import context

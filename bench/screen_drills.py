@@ -21,8 +21,8 @@ from pathlib import Path
 import attrs
 import torch
 
-from corl.builtin.hf.agent import HFAgent
-from corl.builtin.hf.sampler import HFSampler
+from corl.builtin.hf.backend.agent import HFAgent
+from corl.builtin.hf.backend.sampler import HFSampler
 from corl.builtin.tasks.drills import DrillsConfig, DrillsTask, generate
 from corl.protocols import Context
 from corl.recipe import load_recipe

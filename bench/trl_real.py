@@ -117,7 +117,7 @@ def trl_side(steps: int, seed: int, out: str, reward: str) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from corl.builtin.hf.sources import packaged_folder
+    from corl.builtin.hf.models.sources import packaged_folder
     from corl.plugins import build_registry, make_plugin_manager
     from corl.recipe import load_recipe
 

@@ -43,9 +43,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     import corl_vllm
 
-    from corl.builtin.hf.agent import HFAgent
-    from corl.builtin.hf.config import HFAgentConfig, HFSamplerConfig, matmul_dtype
-    from corl.builtin.hf.sampler import HFSampler
+    from corl.builtin.hf.backend.agent import HFAgent
+    from corl.builtin.hf.backend.config import HFAgentConfig, HFSamplerConfig, matmul_dtype
+    from corl.builtin.hf.backend.sampler import HFSampler
     from corl.builtin.policy import GRPOConfig, grpo
     from corl.builtin.tasks.word_problems import WordProblemsConfig, WordProblemsTask
     from corl.testing import context

@@ -24,8 +24,9 @@ from pathlib import Path
 import attrs
 import torch
 
-from corl.builtin.hf import vision_zoo, zoo
-from corl.builtin.hf.config import zoo_config_for
+from corl.builtin.hf.models import zoo
+from corl.builtin.hf.models.config import zoo_config_for
+from corl.builtin.hf.vision import zoo as vision_zoo
 from corl.plugins import build_registry, make_plugin_manager
 from corl.protocols import Context
 from corl.recipe.validate import load_recipe

@@ -28,7 +28,7 @@ VARIANTS = {
 
 def write(name: str, about: str, topology: dict, run: dict, out: Path) -> None:
     recipe = tomllib.loads(SHIPPED.read_text())
-    lines = [f"# {about}", f"# The baseline of recipes/real_headroom.toml (the Co-RL ring): written by "
+    lines = [f"# {about}", "# The baseline of recipes/real_headroom.toml (the Co-RL ring): written by "
              "scripts/make_real_recipes.py; see docs/real-models.md.", ""]
     lines += table("run", {**recipe["run"], "name": name, **run})
     lines += table("task", recipe["task"])

@@ -1,5 +1,5 @@
 """Rebuild the shipped zoo models (zoo:llama-add3, zoo:qwen2-add3, zoo:neox-add3) with corl's own
-warm-start trainer, from the addition task's labeled seed split (corl/builtin/hf/shipped.py says how).
+warm-start trainer, from the addition task's labeled seed split (corl/builtin/hf/models/shipped.py says how).
 
     python scripts/make_zoo.py --out DIR [--only llama-add3,...]     # rebuild into DIR/<name>
     python scripts/make_zoo.py --check                               # rebuild to a temp dir, compare sha256
@@ -17,8 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from corl.builtin.hf import shipped
-from corl.builtin.hf.catalog import shipped_folder
+from corl.builtin.hf.models import shipped
+from corl.builtin.hf.models.catalog import shipped_folder
 from corl.builtin.tasks.addition import AdditionConfig, AdditionTask
 
 
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
         print(f"differs from the shipped weights: {', '.join(different)}", file=sys.stderr)
         return 1
     if different:
-        print(f"written; update SHIPPED's sha256 in corl/builtin/hf/shipped.py for {', '.join(different)}")
+        print(f"written; update SHIPPED's sha256 in corl/builtin/hf/models/shipped.py for {', '.join(different)}")
     return 0
 
 

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def real_models_missing(recipe) -> str | None:
     """Why a recipe's packaged (pypi:) models cannot load here, or None (the co-rl[real] extra)."""
-    from corl.builtin.hf.sources import check_source
+    from corl.builtin.hf.models.sources import check_source
 
     for agent in tomllib.loads(Path(recipe).read_text()).get("agents", []):
         try:
@@ -24,14 +24,14 @@ def real_models_missing(recipe) -> str | None:
 
 def zoo_context(task, name: str = "a", steps: int = 5, **changes):
     """A factory context whose [zoo] section warm-starts ``steps`` steps."""
-    from corl.builtin.hf.config import ZooConfig
+    from corl.builtin.hf.models.config import ZooConfig
 
     return context(agent_name=name, task=task, sections={"zoo": ZooConfig(steps=steps, **changes)})
 
 
 def hf_agent(name: str, task, steps: int = 5):
     """A text zoo agent ``zoo:NAME`` warm-started ``steps`` steps on ``task``'s seed split."""
-    from corl.builtin.hf.agent import HFAgent
-    from corl.builtin.hf.config import HFAgentConfig
+    from corl.builtin.hf.backend.agent import HFAgent
+    from corl.builtin.hf.backend.config import HFAgentConfig
 
     return HFAgent(HFAgentConfig(model=f"zoo:{name}"), zoo_context(task, name, steps))

@@ -279,7 +279,7 @@ def test_the_cores_version_ranges_admit_the_engines_pins():
         meta = tomllib.loads((root / "plugins" / plugin / "pyproject.toml").read_text())["project"]
         assert meta["entry-points"]["corl"] == {engine: plugin.replace("-", "_")}
     # two distributions provide the vllm package: corl-vllm names either through an extra, so that
-    # `pip install 'corl-vllm[cpu]'` resolves against vLLM's CPU build and never pulls the CUDA one
+    # `pip install './plugins/corl-vllm[cpu]'` resolves against vLLM's CPU build and never pulls the CUDA one
     vllm = tomllib.loads((root / "plugins/corl-vllm/pyproject.toml").read_text())["project"]
     assert {Requirement(r).name for r in vllm["dependencies"]} == {"co-rl"}
     assert {k: [Requirement(r).name for r in v] for k, v in vllm["optional-dependencies"].items()} == {

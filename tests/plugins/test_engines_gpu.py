@@ -19,8 +19,8 @@ pytestmark = pytest.mark.skipif(not (KINDS and torch.cuda.is_available()), reaso
 
 
 def make_agent(task, folder):
-    from corl.builtin.hf.agent import HFAgent
-    from corl.builtin.hf.config import HFAgentConfig
+    from corl.builtin.hf.backend.agent import HFAgent
+    from corl.builtin.hf.backend.config import HFAgentConfig
     from tests.kit import zoo_context
 
     model = folder or "zoo:llama-tiny"

@@ -44,8 +44,8 @@ def test_the_optimizers_conform_on_the_trainable_fake_agent(make, tmp_path):
 
 
 def test_the_hf_backend_conforms(tmp_path, cache_dir):
-    from corl.builtin.hf.config import HFSamplerConfig
-    from corl.builtin.hf.sampler import HFSampler
+    from corl.builtin.hf.backend.config import HFSamplerConfig
+    from corl.builtin.hf.backend.sampler import HFSampler
     from corl.builtin.tasks.arithmetic import ArithmeticConfig, ArithmeticTask
     from tests.kit import hf_agent, zoo_context
 

@@ -114,8 +114,8 @@ def test_an_embedding_program_silences_corl(capsys, caplog, corl_run):
 
 def test_warm_start_progress_is_logged(caplog, monkeypatch, tmp_path):
     """A first run's warm-start used to print nothing off a terminal for minutes."""
-    from corl.builtin.hf import zoo
-    from corl.builtin.hf.config import ZooConfig
+    from corl.builtin.hf.models import zoo
+    from corl.builtin.hf.models.config import ZooConfig
 
     monkeypatch.setenv("CORL_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(logs, "interactive", lambda: False)

@@ -27,16 +27,16 @@ def test_every_package_under_corl_is_listed_in_pyproject():
 
 
 def test_package_data_ships_every_zoo_weight_file():
-    """The shipped zoo models (corl/builtin/hf/zoo_weights) are not Python: package-data must name them,
+    """The shipped zoo models (corl/builtin/hf/models/zoo_weights) are not Python: package-data must name them,
     or an installed wheel has no zoo:*-add3 models."""
     import fnmatch
 
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    base = ROOT / "corl" / "builtin" / "hf"
+    base = ROOT / "corl" / "builtin" / "hf" / "models"
     files = [p.relative_to(base).as_posix() for p in (base / "zoo_weights").rglob("*") if p.is_file()]
     assert len(files) >= 12  # three models: config, weights, tokenizer files
-    missing = [f for f in files if not any(fnmatch.fnmatch(f, g) for g in data.get("corl.builtin.hf", []))]
-    assert not missing, f"add to [tool.setuptools.package-data] corl.builtin.hf: {missing}"
+    missing = [f for f in files if not any(fnmatch.fnmatch(f, g) for g in data.get("corl.builtin.hf.models", []))]
+    assert not missing, f"add to [tool.setuptools.package-data] corl.builtin.hf.models: {missing}"
 
 
 # -- the distribution's name: `corl` on the package index is another project ------------------------

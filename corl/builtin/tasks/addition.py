@@ -20,7 +20,7 @@ from typing import Literal
 
 import attrs
 
-from corl.builtin.tasks import missing_sized_split
+from corl.builtin.tasks.splits import cut_pool, missing_sized_split
 from corl.errors import ConfigError
 from corl.hookspecs import hookimpl
 from corl.types import Prompt
@@ -91,14 +91,10 @@ class AdditionTask:
 
     def __init__(self, config: AdditionConfig, ctx=None):
         self.verifier = AdditionVerifier(config.order)
-        pairs, d = problems(config), config.digits
-        cuts = {"seed": (0, config.seed_size),
-                "train": (config.seed_size, config.seed_size + config.train_size),
-                "eval": (config.seed_size + config.train_size, len(pairs))}
-        self._splits = {name: tuple(Prompt(id=f"{name}-{i}", text=f"{a:0{d}d}+{b:0{d}d}=", label=a + b,
-                                           solution=answer_text(a, b, d, config.order))
-                                    for i, (a, b) in enumerate(pairs[start:end]))
-                        for name, (start, end) in cuts.items()}
+        d = config.digits
+        self._splits = cut_pool(config, problems(config), lambda id, pair: Prompt(
+            id=id, text=f"{pair[0]:0{d}d}+{pair[1]:0{d}d}=", label=sum(pair),
+            solution=answer_text(*pair, d, config.order)))
 
     def split(self, name: str) -> tuple[Prompt, ...]:
         return self._splits[name]

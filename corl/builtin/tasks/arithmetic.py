@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import random
 from typing import Literal
 
 import attrs
 
-from corl.builtin.tasks import missing_sized_split
 from corl.builtin.tasks.answers import IntegerVerifier
+from corl.builtin.tasks.splits import cut_pool, missing_sized_split
 from corl.hookspecs import hookimpl
 from corl.types import Prompt
 
@@ -40,19 +39,8 @@ class ArithmeticTask:
 
     def __init__(self, config: ArithmeticConfig, ctx=None):
         pool = [p for kind in dict.fromkeys(config.kinds) for p in _problems(kind)]
-        need = config.seed_size + config.train_size + config.eval_size
-        if need > len(pool):
-            from corl.errors import ConfigError
-
-            raise ConfigError(f"task: seed_size + train_size + eval_size = {need} exceeds the {len(pool)} "
-                              f"distinct problems of kinds {list(config.kinds)}")
-        random.Random(config.seed).shuffle(pool)
-        cuts = {"seed": (0, config.seed_size),
-                "train": (config.seed_size, config.seed_size + config.train_size),
-                "eval": (config.seed_size + config.train_size, need)}
-        self._splits = {name: tuple(Prompt(id=f"{name}-{i}", text=text, label=label)
-                                    for i, (text, label) in enumerate(pool[a:b]))
-                        for name, (a, b) in cuts.items()}
+        self._splits = cut_pool(config, pool, lambda id, problem: Prompt(id=id, text=problem[0], label=problem[1]),
+                                shuffle=True, what=f"problems of kinds {list(config.kinds)}")
 
     def split(self, name: str) -> tuple[Prompt, ...]:
         return self._splits[name]

@@ -13,9 +13,8 @@ from typing import Literal
 
 import attrs
 
-from corl.builtin.tasks import missing_sized_split
 from corl.builtin.tasks.code import CodeVerifier
-from corl.errors import ConfigError
+from corl.builtin.tasks.splits import cut_pool, missing_sized_split
 from corl.hookspecs import hookimpl
 from corl.sandbox import Limits, canonical
 from corl.types import Prompt
@@ -43,16 +42,9 @@ def _verifier(mode, config) -> CodeVerifier:
     return verifier
 
 
-def _split(pool: list, config, kind_names) -> dict[str, tuple[Prompt, ...]]:
-    need = config.seed_size + config.train_size + config.eval_size
-    if need > len(pool):
-        raise ConfigError(f"task: seed_size + train_size + eval_size = {need} exceeds the {len(pool)} distinct "
-                          f"problems of kinds {list(kind_names)}")
-    random.Random(config.seed).shuffle(pool)
-    cuts = {"seed": (0, config.seed_size), "train": (config.seed_size, config.seed_size + config.train_size),
-            "eval": (config.seed_size + config.train_size, need)}
-    return {name: tuple(attrs.evolve(p, id=f"{name}-{i}") for i, p in enumerate(pool[a:b]))
-            for name, (a, b) in cuts.items()}
+def _split(pool: list[Prompt], config, kind_names) -> dict[str, tuple[Prompt, ...]]:
+    return cut_pool(config, pool, lambda id, prompt: attrs.evolve(prompt, id=id), shuffle=True,
+                    what=f"problems of kinds {list(kind_names)}")
 
 
 # -- expressions of x --------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import json
 import string
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
@@ -23,11 +23,18 @@ from corl.builtin.tasks.fields import (
     prompt_text,
 )
 from corl.builtin.tasks.fields import short as _short
+from corl.builtin.tasks.splits import SPLITS
 from corl.errors import CorlError
 from corl.hookspecs import hookimpl
 from corl.types import Prompt
 
-SPLITS = ("seed", "train", "eval")
+
+@runtime_checkable
+class RecipeSource(Protocol):
+    """What a data task reads of ``ctx.spec``: the recipe file its data paths are relative to (a
+    ``RunSpec``; ``"<recipe>"`` for a recipe given as a table, which has no folder)."""
+
+    source: str
 
 
 def _template(instance, attribute, value: str) -> None:
@@ -91,10 +98,12 @@ class DataTask:
     answer (``(line, answer text, label, path)``), ``label_paths[prompt id]`` how each label was found."""
 
     def __init__(self, config: DataConfig, ctx=None):
-        self._read(config, ctx)
+        source = ctx.spec.source if ctx is not None and isinstance(ctx.spec, RecipeSource) else ""
+        self._read(config, source, ctx.log if ctx is not None else print)
 
-    def _read(self, config: DataConfig, ctx, max_rows: int = 0, splits: tuple[str, ...] = SPLITS) -> None:
-        """Read ``splits`` (at most ``max_rows`` rows of each file: 0, all)."""
+    def _read(self, config: DataConfig, source: str, log, max_rows: int = 0, splits: tuple[str, ...] = SPLITS) -> None:
+        """Read ``splits`` (at most ``max_rows`` rows of each file: 0, all), paths relative to the
+        recipe file ``source``; ``log`` gets the reports of skipped and doubtful rows."""
         self.config = config
         self.verifier = extractors.verifier_for(config.answers)
         self.skipped: dict[str, int] = {}
@@ -102,12 +111,10 @@ class DataTask:
         self.dropped: dict[str, int] = {}
         self.label_paths: dict[str, str | None] = {}
         self.rows_read: dict[str, int] = {}
-        log = getattr(ctx, "log", None) or print
-        source = str(getattr(getattr(ctx, "spec", None), "source", "") or "")
         # A recipe given as a table ("<recipe>") has no folder of its own.
         base = Path(source).parent if source and not source.startswith("<") else Path.cwd()
-        paths = {split: base / Path(getattr(config, split)).expanduser() for split in splits
-                 if getattr(config, split) is not None}
+        files = _files(config)
+        paths = {split: base / Path(files[split]).expanduser() for split in splits if files[split] is not None}
         self._splits = {split: self._load(split, paths[split], log, max_rows) if split in paths else ()
                         for split in SPLITS}
         # (reading only the first rows, the file may hold prompts further on)
@@ -124,15 +131,12 @@ class DataTask:
     def check_data(config: DataConfig, source: str, rows: int) -> list[str]:
         """A trait (:class:`corl.protocols.TaskTraits`, ``corl validate``): the first ``rows`` rows of each
         file, read as the run reads them; one line per file that fails, as the run words it."""
-        from types import SimpleNamespace
-
-        ctx = SimpleNamespace(spec=SimpleNamespace(source=source), log=logs.get("data").info)
         problems = []
-        for split in SPLITS:
-            if getattr(config, split) is None:
+        for split, file in _files(config).items():
+            if file is None:
                 continue
             try:
-                DataTask.__new__(DataTask)._read(config, ctx, max_rows=rows, splits=(split,))
+                DataTask.__new__(DataTask)._read(config, source, logs.get("data").info, max_rows=rows, splits=(split,))
             except CorlError as exc:
                 problems.append(str(exc))
         return problems
@@ -140,7 +144,7 @@ class DataTask:
     @staticmethod
     def missing_split(config: DataConfig, split: str) -> str | None:
         """A trait (:class:`corl.protocols.TaskTraits`): the seed and eval splits come from files."""
-        if split in ("seed", "eval") and getattr(config, split) is None:
+        if split in ("seed", "eval") and _files(config)[split] is None:
             return f'task.{split} = "FILE" (labeled rows)'
         return None
 
@@ -151,7 +155,7 @@ class DataTask:
         prompts, skipped, first, read = [], 0, "", 0
         self._folder = on_disk.parent if on_disk.is_file() else on_disk  # images are relative to the data
         self.doubtful[split], self.dropped[split] = [], 0
-        for line, row in _rows(split, path, getattr(self.config, split)):
+        for line, row in _rows(split, path, _files(self.config)[split]):
             read += 1
             try:
                 prompts.append(self._prompt(split, line, row, _origin(path, line)))
@@ -212,7 +216,7 @@ class DataTask:
             raw, answer, fields = None, None, exc.available
         except FieldError as exc:
             raise _BadRow(str(exc)) from None
-        label, path = _label_path(self.verifier, answer) if answer is not None else (None, None)
+        label, path = self.verifier.label_path(answer) if answer is not None else (None, None)
         if path in ("fallback", "none"):  # a doubtful label: reported per file, dropped or kept (fallback_labels)
             self.doubtful[split].append((line, answer, label, path))
             if c.fallback_labels == "drop" or (path == "none" and split != "train"):
@@ -233,11 +237,9 @@ class DataTask:
                       origin=origin, messages=messages)
 
 
-def _label_path(verifier: Any, answer: str) -> tuple[Any, str | None]:
-    """A label and how the verifier found it (a verifier without ``label_path``: no path)."""
-    if hasattr(verifier, "label_path"):
-        return verifier.label_path(answer)
-    return verifier.label(answer), None
+def _files(config: DataConfig) -> dict[str, str | None]:
+    """The file (or saved dataset) each split is read from, as the recipe gives it."""
+    return {"seed": config.seed, "train": config.train, "eval": config.eval}
 
 
 def _images(row: dict, field: str, folder: Path) -> tuple[Any, ...]:

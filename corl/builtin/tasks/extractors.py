@@ -88,8 +88,9 @@ class RegexVerifier(_Captured):
         return matches[-1].group(1) if self.pattern.groups else matches[-1].group(0)
 
 
-def verifier_for(answers: str):
-    """The verifier an ``answers`` key names (validated by :func:`check`)."""
+def verifier_for(answers: str) -> MathVerifier | IntegerVerifier:
+    """The verifier an ``answers`` key names (validated by :func:`check`); each reads labels with
+    ``label_path`` too (the data task records how each label was found)."""
     if answers == "math":
         return MathVerifier()
     if answers == "integer":

@@ -13,8 +13,8 @@ from typing import Literal
 
 import attrs
 
-from corl.builtin.tasks import missing_sized_split
 from corl.builtin.tasks.answers import IntegerVerifier
+from corl.builtin.tasks.splits import drawn_splits, missing_sized_split
 from corl.hookspecs import hookimpl
 from corl.types import Prompt
 
@@ -83,15 +83,9 @@ class ShapesTask:
     missing_split = staticmethod(missing_sized_split)  # a trait (corl.protocols.TaskTraits)
 
     def __init__(self, config: ShapesConfig, ctx=None):
-        sizes = {"seed": config.seed_size, "train": config.train_size, "eval": config.eval_size}
-        self._splits = {}
-        for index, (name, size) in enumerate(sizes.items()):
-            rng = random.Random(f"{config.seed}:{index}")  # one stream per split: sizes never shift another split
-            prompts = []
-            for i in range(size):
-                image, text, answer = draw_example(rng, config)
-                prompts.append(Prompt(id=f"{name}-{i}", text=text, label=answer, images=(image,)))
-            self._splits[name] = tuple(prompts)
+        # one stream per split: sizes never shift another split
+        self._splits = drawn_splits(config, lambda rng: draw_example(rng, config), lambda id, example: Prompt(
+            id=id, text=example[1], label=example[2], images=(example[0],)))
 
     def split(self, name: str) -> tuple[Prompt, ...]:
         return self._splits[name]

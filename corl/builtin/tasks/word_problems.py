@@ -16,8 +16,8 @@ from pathlib import Path
 
 import attrs
 
-from corl.builtin.tasks import missing_sized_split
 from corl.builtin.tasks.answers import _NUMBER, MathVerifier, _clean, _rational, extract_answer
+from corl.builtin.tasks.splits import cut_pool, missing_sized_split, sizes
 from corl.errors import ConfigError
 from corl.hookspecs import hookimpl
 from corl.types import Prompt
@@ -155,14 +155,10 @@ class WordProblemsTask:
 
     def __init__(self, config: WordProblemsConfig, ctx=None):
         self.verifier = NumberVerifier()
-        sizes = {"seed": config.seed_size, "train": config.train_size, "eval": config.eval_size}
-        pool = generate(sum(sizes.values()), config.seed, config.min_ops, config.max_ops)
+        pool = generate(sum(sizes(config).values()), config.seed, config.min_ops, config.max_ops)
         suffix = f" {config.instruction}" if config.instruction else ""
-        self._splits, start = {}, 0
-        for name, size in sizes.items():
-            self._splits[name] = tuple(Prompt(id=f"{name}-{i}", text=text + suffix, label=str(answer))
-                                       for i, (text, answer) in enumerate(pool[start:start + size]))
-            start += size
+        self._splits = cut_pool(config, pool, lambda id, problem: Prompt(id=id, text=problem[0] + suffix,
+                                                                         label=str(problem[1])))
 
     def split(self, name: str) -> tuple[Prompt, ...]:
         return self._splits[name]

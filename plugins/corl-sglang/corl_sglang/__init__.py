@@ -45,7 +45,7 @@ class SGLangEngine:
     @classmethod
     def build(cls, agent, config: EngineSamplerConfig, ctx, *, sleep: bool) -> SGLangEngine:
         gpu = device_index(agent)  # SGLang's CPU backend needs a source build of its kernels: GPU only here
-        sglang = import_engine("sglang", "sglang", "`pip install corl-sglang` on a GPU machine")
+        sglang = import_engine("sglang", "sglang", "`pip install ./plugins/corl-sglang` from a corl checkout, on a GPU machine")
         args = dict(model_path=model_source(agent), dtype=config.dtype, mem_fraction_static=config.memory,
                     enable_memory_saver=sleep, random_seed=ctx.seed, base_gpu_id=gpu, log_level="error")
         args.update(config.engine_args)

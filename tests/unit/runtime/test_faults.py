@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import corl
-from corl.builtin.hf.agent import HFAgent
-from corl.builtin.hf.config import HFAgentConfig
+from corl.builtin.hf.backend.agent import HFAgent
+from corl.builtin.hf.backend.config import HFAgentConfig
 from corl.errors import ConfigError, CorlError, TrainingError
 from corl.plugins import build_registry, make_plugin_manager
 from corl.recipe import load_recipe

@@ -31,7 +31,7 @@ def chat_model(tmp_path):
     """A model folder with a chat template (its config and tokenizer only: there are no weights to load)."""
     from transformers import LlamaConfig
 
-    from corl.builtin.hf import zoo
+    from corl.builtin.hf.models import zoo
 
     folder = tmp_path / "chat-model"
     tokenizer = zoo.build_tokenizer(zoo.CHARS + zoo.EXTRA_CHARS)

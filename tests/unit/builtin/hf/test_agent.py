@@ -4,10 +4,11 @@ import attrs
 import pytest
 import torch
 
-from corl.builtin.hf import zoo
-from corl.builtin.hf.agent import HFAgent
-from corl.builtin.hf.config import HFAgentConfig, HFSamplerConfig, ZooConfig
-from corl.builtin.hf.sampler import HFSampler
+from corl.builtin.hf.backend.agent import HFAgent
+from corl.builtin.hf.backend.config import HFAgentConfig, HFSamplerConfig
+from corl.builtin.hf.backend.sampler import HFSampler
+from corl.builtin.hf.models import zoo
+from corl.builtin.hf.models.config import ZooConfig
 from corl.builtin.policy import GRPOConfig, grpo, grpo_advantages
 from corl.builtin.tasks.arithmetic import ArithmeticConfig, ArithmeticTask
 from corl.protocols import Context
@@ -229,7 +230,7 @@ def test_decode_loop_matches_transformers_generate(name, task, cache_dir):
 
 
 def test_the_decode_loop_draws_tokens_with_their_probabilities():
-    from corl.builtin.hf.decode import draw
+    from corl.builtin.hf.backend.decode import draw
 
     torch.manual_seed(0)
     probs = torch.tensor([0.5, 0.0, 0.3, 0.2, 0.0])  # zero: cut by top-k / top-p (-inf logits)
@@ -267,7 +268,7 @@ def test_huge_prompts_are_refused_by_file_and_line_before_any_model_work(tmp_pat
 
 
 def test_a_prompt_near_the_context_is_counted_exactly(tmp_path, cache_dir):
-    from corl.builtin.hf.common import capped_texts, measure
+    from corl.builtin.hf.backend.common import capped_texts, measure
 
     task = ArithmeticTask(ArithmeticConfig(seed_size=64, train_size=32, eval_size=8))
     agent = make_agent("llama-tiny", task)

@@ -5,8 +5,10 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
 
-from corl.builtin.hf import make_vision_agent, vision_zoo, zoo
-from corl.builtin.hf.config import HFVisionAgentConfig
+from corl.builtin.hf.models import zoo
+from corl.builtin.hf.vision import make_vision_agent
+from corl.builtin.hf.vision import zoo as vision_zoo
+from corl.builtin.hf.vision.config import HFVisionAgentConfig
 from corl.builtin.tasks.arithmetic import ArithmeticConfig, ArithmeticTask
 from corl.builtin.tasks.shapes import ShapesConfig, ShapesTask
 from tests.kit import hf_agent, zoo_context

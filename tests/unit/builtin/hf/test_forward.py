@@ -4,10 +4,11 @@ and gradients of running every row whole, with and without gradient checkpointin
 import pytest
 import torch
 
-from corl.builtin.hf import forward, zoo
-from corl.builtin.hf.config import HFSamplerConfig
-from corl.builtin.hf.forward import hidden_states
-from corl.builtin.hf.sampler import HFSampler
+from corl.builtin.hf.backend import forward
+from corl.builtin.hf.backend.config import HFSamplerConfig
+from corl.builtin.hf.backend.forward import hidden_states
+from corl.builtin.hf.backend.sampler import HFSampler
+from corl.builtin.hf.models import zoo
 from corl.builtin.tasks.arithmetic import ArithmeticConfig, ArithmeticTask
 from tests.kit import hf_agent
 

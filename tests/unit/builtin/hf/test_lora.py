@@ -5,9 +5,10 @@ import attrs
 import pytest
 import torch
 
-from corl.builtin.hf.agent import HFAgent
-from corl.builtin.hf.config import HFAgentConfig, HFSamplerConfig, LoraSettings
-from corl.builtin.hf.sampler import HFSampler
+from corl.builtin.hf.backend.agent import HFAgent
+from corl.builtin.hf.backend.config import HFAgentConfig, HFSamplerConfig
+from corl.builtin.hf.backend.sampler import HFSampler
+from corl.builtin.hf.scale.lora import LoraSettings
 from corl.builtin.policy import GRPOConfig, grpo
 from corl.builtin.tasks.arithmetic import ArithmeticConfig, ArithmeticTask
 from corl.errors import ConfigError, CorlError

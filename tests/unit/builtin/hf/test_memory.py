@@ -5,9 +5,9 @@ import attrs
 import pytest
 import torch
 
-from corl.builtin.hf.agent import HFAgent
-from corl.builtin.hf.config import HFAgentConfig, HFSamplerConfig
-from corl.builtin.hf.sampler import HFSampler
+from corl.builtin.hf.backend.agent import HFAgent
+from corl.builtin.hf.backend.config import HFAgentConfig, HFSamplerConfig
+from corl.builtin.hf.backend.sampler import HFSampler
 from corl.builtin.tasks.arithmetic import ArithmeticConfig, ArithmeticTask
 from tests.kit import zoo_context
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from corl.builtin.hf import zoo
-from corl.builtin.hf.prompts import check_template, cut_at_stop, format_prompts
+from corl.builtin.hf.backend.prompts import check_template, cut_at_stop, format_prompts
+from corl.builtin.hf.models import zoo
 from corl.errors import CorlError
 
 CHAT = ("{% if messages[0]['role'] == 'system' %}<bos>S:{{ messages[0]['content'] }}\n{% endif %}"

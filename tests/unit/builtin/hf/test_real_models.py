@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from corl.builtin.hf import sources as models
-from corl.builtin.hf.agent import HFAgent
-from corl.builtin.hf.config import HFAgentConfig
-from corl.builtin.hf.sampler import HFSampler
+from corl.builtin.hf.backend.agent import HFAgent
+from corl.builtin.hf.backend.config import HFAgentConfig
+from corl.builtin.hf.backend.sampler import HFSampler
+from corl.builtin.hf.models import sources as models
 from corl.builtin.policy import GRPOConfig, grpo
 from corl.builtin.tasks.word_problems import WordProblemsConfig, WordProblemsTask
 from corl.errors import CorlError

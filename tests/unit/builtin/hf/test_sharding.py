@@ -13,9 +13,10 @@ import attrs
 import pytest
 import torch
 
-from corl.builtin.hf.agent import HFAgent
-from corl.builtin.hf.config import HFAgentConfig, HFSamplerConfig, ZooConfig
-from corl.builtin.hf.sampler import HFSampler
+from corl.builtin.hf.backend.agent import HFAgent
+from corl.builtin.hf.backend.config import HFAgentConfig, HFSamplerConfig
+from corl.builtin.hf.backend.sampler import HFSampler
+from corl.builtin.hf.models.config import ZooConfig
 from corl.builtin.policy import GRPOConfig, grpo
 from corl.builtin.tasks.arithmetic import ArithmeticConfig, ArithmeticTask
 from corl.errors import ConfigError, CorlError
@@ -31,11 +32,12 @@ TOLERANCE = {"loss": 1e-6, "grad_norm": 1e-5, "gradients": 1e-5, "weights": 1e-5
 # micro-batches of 2 rows; 7 prompts leave rank 1 fewer rows (it runs zero-weight passes to keep up).
 TWO_RANKS = textwrap.dedent("""
     import json, sys, attrs, torch
-    from corl.builtin.hf.agent import HFAgent
-    from corl.builtin.hf.batch import rollout as pack
-    from corl.builtin.hf.config import HFAgentConfig, HFSamplerConfig, ZooConfig
-    from corl.builtin.hf.sampler import HFSampler
-    from corl.builtin.hf.sharding import full
+    from corl.builtin.hf.backend.agent import HFAgent
+    from corl.builtin.hf.backend.batch import rollout as pack
+    from corl.builtin.hf.backend.config import HFAgentConfig, HFSamplerConfig
+    from corl.builtin.hf.models.config import ZooConfig
+    from corl.builtin.hf.backend.sampler import HFSampler
+    from corl.builtin.hf.scale.sharding import full
     from corl.builtin.policy import GRPOConfig, grpo
     from corl.builtin.tasks.arithmetic import ArithmeticConfig, ArithmeticTask
     from corl.recipe import load_recipe

@@ -6,8 +6,8 @@ import json
 import pytest
 import torch
 
-from corl.builtin.hf import shipped, sources
-from corl.builtin.hf.catalog import SHIPPED_ZOO, TEXT_ZOO, shipped_folder
+from corl.builtin.hf.models import shipped, sources
+from corl.builtin.hf.models.catalog import SHIPPED_ZOO, TEXT_ZOO, shipped_folder
 from corl.builtin.tasks.addition import AdditionConfig, AdditionTask
 from corl.errors import ConfigError
 from corl.recipe import load_recipe

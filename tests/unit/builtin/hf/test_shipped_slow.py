@@ -5,7 +5,7 @@ shipped files are what every machine loads, which is why they are shipped)."""
 
 import pytest
 
-from corl.builtin.hf import shipped
+from corl.builtin.hf.models import shipped
 from corl.builtin.tasks.addition import AdditionConfig, AdditionTask
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from corl.builtin.hf import sources as models
+from corl.builtin.hf.models import sources as models
 from corl.errors import ConfigError
 from corl.recipe import load_recipe
 

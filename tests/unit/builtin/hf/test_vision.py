@@ -7,8 +7,13 @@ import pytest
 import torch
 from PIL import Image
 
-from corl.builtin.hf import make_vision_agent, make_vision_sampler, sources, vision, vision_inputs, vision_zoo
-from corl.builtin.hf.config import HFSamplerConfig, HFVisionAgentConfig
+from corl.builtin.hf.models import sources
+from corl.builtin.hf.vision import inputs as vision_inputs
+from corl.builtin.hf.vision import make_vision_agent, make_vision_sampler
+from corl.builtin.hf.vision import zoo as vision_zoo
+from corl.builtin.hf.vision.agent import VisionAgent
+from corl.builtin.hf.vision.config import HFVisionAgentConfig, VisionSamplerConfig
+from corl.builtin.hf.vision.sampler import VisionSampler
 from corl.builtin.policy import GRPOConfig, grpo
 from corl.builtin.tasks.shapes import ShapesConfig, ShapesTask
 from corl.errors import CorlError
@@ -29,9 +34,9 @@ def agent_for(name, task, **kw):
 @pytest.mark.parametrize("name", sorted(vision_zoo.FAMILIES))
 def test_sampling_logprobs_match_the_training_forward(name, task, cache_dir):
     agent, ctx = agent_for(name, task)
-    assert isinstance(agent, vision.VisionAgent)
-    sampler = make_vision_sampler(HFSamplerConfig(temperature=0.7, top_p=0.9, max_new_tokens=4), attrs.evolve(ctx, agent=agent))
-    assert isinstance(sampler, vision.VisionSampler)
+    assert isinstance(agent, VisionAgent)
+    sampler = make_vision_sampler(VisionSamplerConfig(temperature=0.7, top_p=0.9, max_new_tokens=4), attrs.evolve(ctx, agent=agent))
+    assert isinstance(sampler, VisionSampler)
     prompts = task.split("train")[:6]
     assert len({len(p.text) for p in prompts}) > 1  # "count red" / "count green": left padding is exercised
     rollout = sampler.sample(agent, prompts, 3)
@@ -70,7 +75,7 @@ def test_zoo_steps_sets_one_agents_warm_start(task, cache_dir):
 
 def test_a_grpo_step_trains_through_the_image_inputs(task, cache_dir):
     agent, ctx = agent_for("idefics3-tiny", task)
-    sampler = make_vision_sampler(HFSamplerConfig(max_new_tokens=3), attrs.evolve(ctx, agent=agent))
+    sampler = make_vision_sampler(VisionSamplerConfig(max_new_tokens=3), attrs.evolve(ctx, agent=agent))
     rollout = sampler.sample(agent, task.split("train")[:4], 4)
     before = [p.detach().clone() for p in agent.model.model.vision_model.parameters()]
     optimizer = grpo(GRPOConfig(lr=1e-2, scale_rewards=False), attrs.evolve(ctx, agent=agent))
@@ -92,7 +97,7 @@ def test_zoo_processor_round_trips_through_save_pretrained(tmp_path, task, cache
 
 
 def test_text_and_vision_models_each_need_their_own_agent_type(tmp_path):
-    from corl.builtin.hf.sources import check_source
+    from corl.builtin.hf.models.sources import check_source
 
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
     check_source(str(tmp_path), vision=False)

@@ -4,8 +4,8 @@
 import pytest
 import torch
 
-from corl.builtin.hf import zoo
-from corl.builtin.hf.config import ZooConfig
+from corl.builtin.hf.models import zoo
+from corl.builtin.hf.models.config import ZooConfig
 from corl.errors import ConfigError
 from corl.recipe import load_recipe
 
@@ -103,7 +103,7 @@ def test_zoo_curve_snapshot_is_the_zoo_stop_model(tmp_path, monkeypatch):
         torch.set_num_threads(threads)
     assert sorted(p.name for p in (tmp_path / "curve").glob("step-*")) == ["step-00002", "step-00004", "step-00006"]
 
-    from corl.builtin.hf.config import ZooConfig
+    from corl.builtin.hf.models.config import ZooConfig
     from corl.builtin.tasks.addition import AdditionConfig, AdditionTask
 
     seed = AdditionTask(AdditionConfig(seed_size=64, train_size=8, eval_size=8)).split("seed")

@@ -110,7 +110,7 @@ def test_python_functions_rejects_unknown_templates():
 
 
 def test_zoo_tokenizer_grows_only_for_code_and_round_trips_it():
-    from corl.builtin.hf import zoo
+    from corl.builtin.hf.models import zoo
 
     assert zoo.chars_for([("1+2=", "3")]) == zoo.CHARS  # arithmetic models keep their cache keys
     chars = zoo.chars_for([("3,5,7=", "x*(x+2)+3")])

@@ -1,17 +1,17 @@
 """What an ``hf`` agent's prompts look like before any model loads (``corl data preview``): its
-tokenizer alone, found the way the agent finds its model (:mod:`corl.builtin.hf.sources`), and
-the prompt format the agent applies (:mod:`corl.builtin.hf.prompts`)."""
+tokenizer alone, found the way the agent finds its model (:mod:`corl.builtin.hf.models.sources`), and
+the prompt format the agent applies (:mod:`corl.builtin.hf.backend.prompts`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
-from corl.builtin.hf import sources, zoo
-from corl.builtin.hf.catalog import SHIPPED_ZOO, shipped_folder
-from corl.builtin.hf.common import load
-from corl.builtin.hf.config import HFAgentConfig
-from corl.builtin.hf.prompts import format_prompts
+from corl.builtin.hf.backend.common import load
+from corl.builtin.hf.backend.config import HFAgentConfig
+from corl.builtin.hf.backend.prompts import format_prompts
+from corl.builtin.hf.models import sources, zoo
+from corl.builtin.hf.models.catalog import SHIPPED_ZOO, shipped_folder
 from corl.errors import CorlError
 from corl.types import Prompt
 

@@ -13,13 +13,47 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from corl.builtin.hf.sharding import full
+import attrs
+
+from corl.builtin.hf.scale.sharding import full
 from corl.errors import CorlError
 
+v = attrs.validators
 PREFIX = "base_model.model."  # the PeftModel's names of the wrapped model's tensors
 
 
-def add_adapters(model, settings, who: str):
+def _needs_peft(instance, attribute, value: int) -> None:
+    import importlib.util
+
+    if value and importlib.util.find_spec("peft") is None:
+        raise ValueError("adapters need the peft package (not installed); install it with pip install 'co-rl[lora]'")
+
+
+def _module_names(instance, attribute, value) -> None:
+    if any(not name or not all(c.isalnum() or c in "_.-" for c in name) for name in value):
+        raise ValueError("must be module names such as q_proj, v_proj")
+
+
+@attrs.frozen
+class LoraSettings:
+    """Low-rank adapters (peft LoRA) instead of full fine-tuning: only the adapters train."""
+
+    rank: int = attrs.field(default=0, validator=[v.ge(0), _needs_peft], metadata={
+        "help": "adapter rank r (0: no adapters, every weight trains)"})
+    alpha: float = attrs.field(default=16.0, validator=v.gt(0), metadata={
+        "help": "adapter scale numerator (updates are scaled by alpha / rank)"})
+    target_modules: tuple[str, ...] = attrs.field(default=(), validator=_module_names, metadata={
+        "help": "names of the modules to adapt, e.g. [\"q_proj\", \"v_proj\"]; empty: every linear layer but the "
+                "output head"})
+    dropout: float = attrs.field(default=0.0, validator=[v.ge(0), v.lt(1)], metadata={
+        "help": "dropout on the adapters' input in the update's forward (never while sampling); above 0 the "
+                "first policy ratio is no longer exactly 1"})
+    export_merged: bool = attrs.field(default=False, metadata={
+        "help": "the final export writes the merged model (base + adapters, a plain HF folder) into merged/ "
+                "beside the adapter"})
+
+
+def add_adapters(model, settings: LoraSettings, who: str):
     """The ``PeftModel`` around ``model``, with LoRA layers injected into ``model`` itself."""
     try:
         from peft import LoraConfig, get_peft_model

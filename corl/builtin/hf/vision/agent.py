@@ -1,5 +1,5 @@
 """The ``hf_vision`` agent and sampler: transformers image-text-to-text models (LLaVA, Idefics3 /
-SmolVLM, Qwen2-VL, ...) and the tiny ones of :mod:`corl.builtin.hf.vision_zoo`.
+SmolVLM, Qwen2-VL, ...) and the tiny ones of :mod:`corl.builtin.hf.vision.zoo`.
 
 Prompts go through the model's own processor and chat template (``{"type": "image"}`` parts, then
 the text), one prompt at a time, so every row keeps its own image inputs (``pixel_values`` and
@@ -14,24 +14,23 @@ from collections.abc import Sequence
 
 import attrs
 
-from corl.builtin.hf import vision_zoo
-from corl.builtin.hf.batch import SampleBatch, rollout
-from corl.builtin.hf.common import (
+from corl.builtin.hf.backend.batch import SampleBatch
+from corl.builtin.hf.backend.common import (
     capped_texts,
-    check_length,
     check_special_tokens,
+    context_limit,
     frozen_copy,
     load,
     load_weights,
-    sampler_key,
     save_loadable,
     save_weights,
-    serves,
 )
-from corl.builtin.hf.config import HFSamplerConfig, HFVisionAgentConfig, zoo_config_for
-from corl.builtin.hf.vision_inputs import collate, encode_prompts, left_pad
+from corl.builtin.hf.models.config import zoo_config_for
+from corl.builtin.hf.vision import zoo as vision_zoo
+from corl.builtin.hf.vision.config import HFVisionAgentConfig
+from corl.builtin.hf.vision.inputs import collate, encode_prompts, left_pad
 from corl.errors import CorlError
-from corl.types import Prompt, Rollout
+from corl.types import Prompt
 
 #: Config keys of placeholder tokens the processor expands; sampling never emits them.
 MEDIA_TOKEN_KEYS = ("image_token_id", "image_token_index", "video_token_id", "vision_start_token_id",
@@ -84,6 +83,8 @@ class VisionAgent:
         config_ = self.model.config
         self.media_tokens = sorted({t for key in MEDIA_TOKEN_KEYS
                                     if isinstance(t := getattr(config_, key, None), int)})
+        self.context = context_limit(config_)  # positions of its language model, where its config says
+        self.longest = None  # measured by the sampler's length check (a shortlist: images are slow to encode)
         self.model.eval()  # no dropout: training log-probs must match sampling ones
         self.reference = None
 
@@ -145,53 +146,3 @@ class VisionAgent:
 
     def load_state(self, path: str) -> None:
         load_weights(self.model, path)
-
-
-class VisionSampler:
-    """Batched ``generate`` with each row's image inputs: the ``hf_vision`` sampler."""
-
-    def __init__(self, config: HFSamplerConfig, ctx=None):
-        self.config = config
-        self.check = ctx.stop.check if ctx is not None else (lambda: None)  # between generate calls
-        if config.stop:
-            raise CorlError("sampler 'hf_vision': stop strings are not supported; leave sampler.stop empty")
-        if ctx is not None and ctx.agent is not None:
-            serves(ctx, "hf_vision", text=False)
-            if ctx.task is not None:
-                check_length(ctx.agent, ctx.task, config.max_new_tokens, shortlist=8, key=sampler_key(ctx))
-
-    def sample(self, agent: VisionAgent, prompts: Sequence[Prompt], n: int, *, greedy: bool = False,
-               temperature: float | None = None) -> Rollout:
-        import torch
-
-        cfg, tok = self.config, agent.tokenizer
-        temp = 1.0 if greedy else (temperature or cfg.temperature)
-        ids, mask, images = agent.encode(prompts)
-        prompt_ids, prompt_mask = ids.repeat_interleave(n, 0), mask.repeat_interleave(n, 0)
-        row_images = tuple(images[p] for p in range(len(prompts)) for _ in range(n))
-        eos, pad = tok.eos_token_id, tok.pad_token_id
-        pieces = []
-        with torch.no_grad():
-            for start in range(0, len(prompt_ids), cfg.batch_size):
-                self.check()
-                chunk = slice(start, start + cfg.batch_size)
-                inputs = agent.forward_inputs(prompt_ids[chunk], prompt_mask[chunk], row_images[chunk])
-                out = agent.model.generate(
-                    **inputs, do_sample=not greedy, temperature=temp if not greedy else None,
-                    top_p=cfg.top_p if not greedy else None, top_k=cfg.top_k or None,
-                    max_new_tokens=cfg.max_new_tokens, pad_token_id=pad, eos_token_id=eos,
-                    suppress_tokens=agent.media_tokens or None, output_logits=True, return_dict_in_generate=True)
-                completion = out.sequences[:, prompt_ids.shape[1]:].cpu()
-                # Raw logits, not processed scores: top-p / min-length masks must not leak in.
-                logits = torch.stack(out.logits, 1).float().cpu() / temp
-                pieces.append((completion, logits.log_softmax(-1).gather(-1, completion.unsqueeze(-1)).squeeze(-1)))
-        width = max(c.shape[1] for c, _ in pieces)
-        completion = torch.cat([torch.nn.functional.pad(c, (0, width - c.shape[1]), value=pad) for c, _ in pieces])
-        logp = torch.cat([torch.nn.functional.pad(lp, (0, width - lp.shape[1])) for _, lp in pieces])
-        is_eos = completion == eos
-        cmask = (is_eos.cumsum(1) - is_eos.long()) == 0  # up to and including the first EOS
-        return rollout(agent, prompts, n, prompt_ids, prompt_mask, completion, logp, cmask, temp,
-                       batch_cls=VisionSampleBatch, images=row_images)
-
-    def sync(self, agent: VisionAgent) -> None:
-        """Sampling reads the trainer's own weights: nothing to push."""

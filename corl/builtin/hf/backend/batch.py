@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from corl.builtin.hf.prompts import cut_at_stop
+from corl.builtin.hf.backend.prompts import cut_at_stop
 from corl.types import Prompt, Rollout
 
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from corl import logs
 from corl.atomic import atomic_folder
-from corl.builtin.hf.catalog import TEXT_ZOO, cache_root
-from corl.builtin.hf.config import ZooConfig
-from corl.builtin.hf.warmstart import right_padded, seeded, train
+from corl.builtin.hf.models.catalog import TEXT_ZOO, cache_root
+from corl.builtin.hf.models.config import ZooConfig
+from corl.builtin.hf.models.warmstart import right_padded, seeded, train
 from corl.errors import ConfigError, CorlError
 
 #: Characters the zoo tokenizer knows; enough for the synthetic arithmetic task.
@@ -85,7 +85,7 @@ def build_tokenizer(chars: str = CHARS):
 def resolve(name: str, examples: Sequence[tuple[str, str]], config: ZooConfig,
             log: Callable[[str], None] = logs.logger.info, check: Callable[[], None] = lambda: None) -> Path:
     """Return the folder of zoo model ``name`` warm-started on ``examples``, building it once
-    (``check()`` between warm-start steps: :func:`corl.builtin.hf.warmstart.train`)."""
+    (``check()`` between warm-start steps: :func:`corl.builtin.hf.models.warmstart.train`)."""
     if name not in FAMILIES:
         raise ConfigError(f"unknown zoo model 'zoo:{name}'; available: {', '.join('zoo:' + n for n in FAMILIES)}")
     fingerprint = hashlib.sha256(json.dumps([name, config.cache_key(), D_MODEL, LAYERS, HEADS, chars_for(examples),

@@ -1,5 +1,6 @@
-"""What the text (``hf``) and vision-language (``hf_vision``) agents and samplers share: loading
-errors, special tokens, the frozen reference, weights in checkpoints, the length check."""
+"""What the text (``hf``) and vision-language (``hf_vision``) agents and samplers share: the agent
+surfaces each sampler serves (declared as protocols, not probed), loading errors, special tokens,
+the frozen reference, weights in checkpoints, the length check."""
 
 from __future__ import annotations
 
@@ -7,12 +8,63 @@ import copy
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
 from corl.errors import CorlError
+from corl.protocols import missing_members
 from corl.types import Prompt
+
+
+class SampledAgent(Protocol):
+    """What the shared checks of the hf samplers read of the agent they serve: its tokenizer and
+    transformers model, the positions the model allows (``context``; None: its config does not say)
+    and the task's longest prompt in its tokens when the agent measured it already (``longest``:
+    a zoo model measures before its warm-start; None: :func:`check_length` measures)."""
+
+    name: str
+    tokenizer: Any
+    model: Any
+    context: int | None
+    longest: Longest | None
+
+    def token_counts(self, prompts: Sequence[Prompt], limit: int | None = None) -> list[int]:
+        """Each prompt's length in tokens as the agent encodes it (no padding); past ``limit``, a
+        count that is only known to exceed it."""
+
+
+class TextAgent(SampledAgent, Protocol):
+    """The agent the ``hf`` sampler decodes with (:class:`~corl.builtin.hf.backend.agent.HFAgent`)."""
+
+    device: Any
+
+    def encode(self, prompts: Sequence[str | Prompt]) -> Any:
+        """Left-padded ``input_ids`` and ``attention_mask`` (a tokenizer's batch encoding)."""
+
+    def autocast(self, phase: str) -> Any:
+        """The matmul dtype of ``phase`` ("sample" or "train") as a context manager."""
+
+    def gathered(self) -> Any:
+        """A context manager around sampling (a sharded model gathered once for it)."""
+
+
+class ImageTextAgent(SampledAgent, Protocol):
+    """The agent the ``hf_vision`` sampler generates with
+    (:class:`~corl.builtin.hf.vision.agent.VisionAgent`)."""
+
+    processor: Any
+    media_tokens: Sequence[int]  # placeholder tokens the processor expands; never sampled
+
+    def encode(self, prompts: Sequence[Prompt]) -> tuple[Any, Any, list[dict]]:
+        """Left-padded ``input_ids``, ``attention_mask`` and each prompt's image inputs."""
+
+    def forward_inputs(self, input_ids: Any, attention_mask: Any, images: Sequence[dict]) -> dict:
+        """Keyword arguments of the model's forward / generate for these rows."""
+
+
+#: the agent surface each hf sampler serves -> (that sampler's type, what its agents are)
+SURFACES: dict[type, tuple[str, str]] = {TextAgent: ("hf", "text"), ImageTextAgent: ("hf_vision", "vision-language")}
 
 
 def first_line(exc: BaseException) -> str:
@@ -75,13 +127,19 @@ def load_weights(model, path: str) -> None:
     load_model(model, str(Path(path) / "model.safetensors"), device=str(model.device))
 
 
-def serves(ctx, sampler: str, *, text: bool) -> None:
-    """A sampler must serve the agent kind it was written for (its tokens, its inputs)."""
-    vision = hasattr(ctx.agent, "processor")
-    if vision == text:
-        right = "hf_vision" if vision else "hf"
-        raise CorlError(f"agent {ctx.agent_name!r}: sampler {sampler!r} samples for {'text' if text else 'vision-language'} "
-                        f"agents; give this agent's sampler type = \"{right}\"")
+def serves(ctx, sampler: str, surface: type) -> None:
+    """A sampler serves the agents of the surface it was written for (:data:`SURFACES`): the agent
+    must have every member of that protocol; an agent of another hf surface is told its sampler."""
+    lacking = missing_members(ctx.agent, surface)
+    if not lacking:
+        return
+    kind = SURFACES[surface][1]
+    for other, (right, _) in SURFACES.items():
+        if other is not surface and not missing_members(ctx.agent, other):
+            raise CorlError(f"agent {ctx.agent_name!r}: sampler {sampler!r} samples for {kind} agents; give this "
+                            f"agent's sampler type = \"{right}\"")
+    raise CorlError(f"agent {ctx.agent_name!r}: sampler {sampler!r} samples for {kind} hf agents; this agent has no "
+                    f"{', '.join(lacking)} ({surface.__module__}.{surface.__name__})")
 
 
 def context_limit(config) -> int | None:
@@ -120,7 +178,7 @@ class Longest:
         return self.prompt.origin or repr(self.prompt.id)
 
 
-def measure(agent, task, limit: int | None, shortlist: int = 0) -> Longest | None:
+def measure(agent: SampledAgent, task, limit: int | None, shortlist: int = 0) -> Longest | None:
     """The longest train / eval prompt by ``agent.token_counts(prompts, limit)``, before any padding or
     model work. ``shortlist``: count only that many, those with the most images and the longest texts
     (a processor's per-prompt image work is slow; the prompts differ only in those)."""
@@ -147,22 +205,31 @@ def check_fits(who: str, longest: Longest | None, limit: int | None) -> None:
                     "use a model with a longer context")
 
 
+@runtime_checkable
+class RecipeAgents(Protocol):
+    """What :func:`sampler_key` reads of ``ctx.spec``: the recipe's agents in order (a validated
+    ``RunSpec``; a factory called by hand may be given a spec without them)."""
+
+    agents: Sequence[Any]
+
+
 def sampler_key(ctx, key: str = "max_new_tokens") -> str:
     """``agents[i].sampler.KEY`` for the agent a sampler serves (where the recipe says)."""
-    names = [a.name for a in getattr(ctx.spec, "agents", ())]
+    names = [a.name for a in ctx.spec.agents] if isinstance(ctx.spec, RecipeAgents) else []
     index = f"agents[{names.index(ctx.agent_name)}]." if ctx.agent_name in names else ""
     return f"{index}sampler.{key}"
 
 
-def check_length(agent, task, max_new_tokens: int, shortlist: int = 0, key: str = "sampler.max_new_tokens") -> None:
+def check_length(agent: SampledAgent, task, max_new_tokens: int, shortlist: int = 0,
+                 key: str = "sampler.max_new_tokens") -> None:
     """The longest prompt plus ``max_new_tokens`` must fit the model's context, or sampling fails late.
 
     Token counts come from the agent's own tokenizer (:func:`measure`, reused when the agent measured
     already); the message names the longest prompt (its file and line where the task says) and what
     to change (``key``: the recipe key of ``max_new_tokens``).
     """
-    limit = getattr(agent, "context", None) or context_limit(agent.model.config)
-    longest = getattr(agent, "longest", None) or measure(agent, task, limit, shortlist)
+    limit = agent.context
+    longest = agent.longest or measure(agent, task, limit, shortlist)
     who = f"agent {agent.name!r}"
     check_fits(who, longest, limit)
     if longest is None or longest.tokens + max_new_tokens <= limit:

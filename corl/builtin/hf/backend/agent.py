@@ -1,12 +1,12 @@
 """The ``hf`` agent: a transformers causal LM whose update reads the sampled tokens' log-probs.
 
 Training log-probs are recomputed with explicit position ids (left padding; GPT-2 needs them), each
-distinct prompt once for all its samples (:mod:`corl.builtin.hf.forward`), in chunks of positions so
+distinct prompt once for all its samples (:mod:`corl.builtin.hf.backend.forward`), in chunks of positions so
 ``[rows, T, vocab]`` float logits never exist at once, and with the same temperature the sampler
 drew at, so the first policy ratio is exactly 1.
 
-On several ranks (or asked) the model is sharded with FSDP2 (:mod:`corl.builtin.hf.sharding`);
-with ``lora`` only peft adapters train (:mod:`corl.builtin.hf.lora`).
+On several ranks (or asked) the model is sharded with FSDP2 (:mod:`corl.builtin.hf.scale.sharding`);
+with ``lora`` only peft adapters train (:mod:`corl.builtin.hf.scale.lora`).
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from corl.builtin.hf import lora, sharding, sources, zoo
-from corl.builtin.hf.batch import SampleBatch
-from corl.builtin.hf.common import (
+from corl.builtin.hf.backend.batch import SampleBatch
+from corl.builtin.hf.backend.common import (
     capped_texts,
     check_fits,
     check_special_tokens,
@@ -29,9 +28,12 @@ from corl.builtin.hf.common import (
     save_loadable,
     save_weights,
 )
-from corl.builtin.hf.config import HFAgentConfig, matmul_dtype, zoo_config_for
-from corl.builtin.hf.forward import hidden_states
-from corl.builtin.hf.prompts import format_prompts
+from corl.builtin.hf.backend.config import HFAgentConfig, matmul_dtype
+from corl.builtin.hf.backend.forward import hidden_states
+from corl.builtin.hf.backend.prompts import format_prompts
+from corl.builtin.hf.models import sources, zoo
+from corl.builtin.hf.models.config import zoo_config_for
+from corl.builtin.hf.scale import lora, sharding
 from corl.errors import CorlError
 from corl.types import Prompt
 
@@ -108,7 +110,7 @@ class HFAgent:
 
     def encode(self, prompts: Sequence[str | Prompt]):
         """Tokenize prompts (texts, or :class:`~corl.types.Prompt` objects, whose conversation a chat format
-        renders as it is), left-padded, in this agent's prompt format (corl.builtin.hf.prompts)."""
+        renders as it is), left-padded, in this agent's prompt format (corl.builtin.hf.backend.prompts)."""
         texts, special = self.render(prompts)
         return self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=special)
 

@@ -2,17 +2,17 @@
 
 Sampling keeps the behaviour policy's log-probs (from the raw logits at the sampling
 temperature), so the optimizer's first ratio is exactly 1 and no extra forward pass is needed.
-Each prompt is prefilled once for its N samples (:func:`corl.builtin.hf.decode.decode`).
+Each prompt is prefilled once for its N samples (:func:`corl.builtin.hf.backend.decode.decode`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from corl.builtin.hf.batch import rollout
-from corl.builtin.hf.common import check_length, sampler_key, serves
-from corl.builtin.hf.config import HFSamplerConfig
-from corl.builtin.hf.decode import StopAt, decode, warpers
+from corl.builtin.hf.backend.batch import rollout
+from corl.builtin.hf.backend.common import TextAgent, check_length, sampler_key, serves
+from corl.builtin.hf.backend.config import HFSamplerConfig
+from corl.builtin.hf.backend.decode import StopAt, decode, warpers
 from corl.types import Prompt, Rollout
 
 
@@ -24,11 +24,11 @@ class HFSampler:
         self._stops: dict[int, StopAt] = {}
         self.check = ctx.stop.check if ctx is not None else (lambda: None)  # a run's stop, per decode step
         if ctx is not None and ctx.agent is not None:
-            serves(ctx, "hf", text=True)
+            serves(ctx, "hf", TextAgent)
             if ctx.task is not None:
                 check_length(ctx.agent, ctx.task, config.max_new_tokens, key=sampler_key(ctx))
 
-    def sample(self, agent, prompts: Sequence[Prompt], n: int, *, greedy: bool = False,
+    def sample(self, agent: TextAgent, prompts: Sequence[Prompt], n: int, *, greedy: bool = False,
                temperature: float | None = None) -> Rollout:
         import torch
 
@@ -62,5 +62,5 @@ class HFSampler:
             self._stops[id(tokenizer)] = StopAt(tokenizer, self.config.stop)
         return self._stops[id(tokenizer)]
 
-    def sync(self, agent) -> None:
+    def sync(self, agent: TextAgent) -> None:
         """Sampling reads the trainer's own weights: nothing to push."""

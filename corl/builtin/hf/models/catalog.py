@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-#: text zoo name -> transformers family (``zoo:NAME``; :mod:`corl.builtin.hf.zoo`)
+#: text zoo name -> transformers family (``zoo:NAME``; :mod:`corl.builtin.hf.models.zoo`)
 TEXT_ZOO = {"llama-tiny": "llama", "qwen2-tiny": "qwen2", "gpt-neox-tiny": "gpt_neox", "gpt2-tiny": "gpt2",
             "llama-h32": "llama_h32"}  # 2 heads of 32: the narrowest vLLM's CPU attention runs (16 is refused)
 #: text zoo models shipped trained inside the package (no warm-start) -> transformers family; how
-#: they were built and how to rebuild them: :mod:`corl.builtin.hf.shipped`
+#: they were built and how to rebuild them: :mod:`corl.builtin.hf.models.shipped`
 SHIPPED_ZOO = {"llama-add3": "llama", "qwen2-add3": "qwen2", "neox-add3": "gpt_neox"}
-#: vision-language zoo name -> design (:mod:`corl.builtin.hf.vision_zoo`)
+#: vision-language zoo name -> design (:mod:`corl.builtin.hf.vision.zoo`)
 VISION_ZOO = {"llava-tiny": "llava", "idefics3-tiny": "idefics3"}
 
 CACHE_ENV = "CORL_CACHE_DIR"

@@ -4,7 +4,7 @@
 zoo's size: d 64, 4 layers, 0.15-0.2M parameters, under 1.1 MB each) need no warm-start, so step 0
 is the same on every machine and a first run starts in seconds. Each was warm-started on the
 ``addition`` task's default labeled seed split (3-digit operands, answers least-significant digit
-first, 20000 examples, task seed 1234) by :func:`corl.builtin.hf.warmstart.train` with a constant
+first, 20000 examples, task seed 1234) by :func:`corl.builtin.hf.models.warmstart.train` with a constant
 learning rate after 100 warmup steps, and stopped *inside* the sharp transition in which that
 family learns the task (10% -> 99% pass@1 within a few hundred steps): a base with sampling
 headroom (maj@8 well above pass@1) that RL can move (docs/results.md).
@@ -25,9 +25,9 @@ import attrs
 
 from corl import logs
 from corl.atomic import atomic_folder
-from corl.builtin.hf import zoo
-from corl.builtin.hf.catalog import SHIPPED_ZOO, shipped_folder
-from corl.builtin.hf.config import ZooConfig
+from corl.builtin.hf.models import zoo
+from corl.builtin.hf.models.catalog import SHIPPED_ZOO, shipped_folder
+from corl.builtin.hf.models.config import ZooConfig
 
 
 @attrs.frozen

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from corl import logs
-from corl.builtin.hf.config import ZooConfig
+from corl.builtin.hf.models.config import ZooConfig
 
 
 @contextlib.contextmanager

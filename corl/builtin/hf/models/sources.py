@@ -1,7 +1,7 @@
 """Where an ``hf`` agent's weights come from: one resolver for every ``model = "..."`` form.
 
-* ``zoo:NAME``: a tiny model shipped trained with the package (:mod:`corl.builtin.hf.shipped`), or built
-  and warm-started here (:mod:`corl.builtin.hf.zoo`, :mod:`corl.builtin.hf.vision_zoo`).
+* ``zoo:NAME``: a tiny model shipped trained with the package (:mod:`corl.builtin.hf.models.shipped`), or built
+  and warm-started here (:mod:`corl.builtin.hf.models.zoo`, :mod:`corl.builtin.hf.vision.zoo`).
 * a local Hugging Face folder (holds ``config.json``).
 * ``gguf:PATH``: a GGUF file, dequantised and converted once to a safetensors HF folder in the
   corl cache, then reused (transformers loads GGUF through the ``gguf`` package, but a model
@@ -28,7 +28,7 @@ import attrs
 
 from corl import logs
 from corl.atomic import atomic_folder
-from corl.builtin.hf.catalog import SHIPPED_ZOO, TEXT_ZOO, VISION_ZOO, cache_root, shipped_folder
+from corl.builtin.hf.models.catalog import SHIPPED_ZOO, TEXT_ZOO, VISION_ZOO, cache_root, shipped_folder
 from corl.errors import CorlError
 
 EXTRA = "co-rl[real]"

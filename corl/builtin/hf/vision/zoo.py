@@ -5,7 +5,7 @@
 * ``zoo:idefics3-tiny``: Idefics3, a SigLIP vision tower whose patches are pixel-shuffled 2x2 into
   4 image tokens (between ``<fake_token_around_image>`` markers) for a Llama language model.
 
-Both get a character-level tokenizer (the :mod:`corl.builtin.hf.zoo` recipe, plus letters and the image tokens),
+Both get a character-level tokenizer (the :mod:`corl.builtin.hf.models.zoo` recipe, plus letters and the image tokens),
 a PIL image processor (no torchvision), a small chat template, and a processor that saves and
 reloads with ``AutoProcessor``. Like the text zoo, a model is warm-started by supervised steps on the
 task's labeled seed split and cached under ``$CORL_CACHE_DIR/vision-zoo/<name>-<hash>``.
@@ -21,10 +21,10 @@ from pathlib import Path
 
 from corl import logs
 from corl.atomic import atomic_folder
-from corl.builtin.hf.catalog import VISION_ZOO, cache_root
-from corl.builtin.hf.config import ZooConfig
-from corl.builtin.hf.vision_inputs import collate, encode_prompts
-from corl.builtin.hf.warmstart import right_padded, seeded, train
+from corl.builtin.hf.models.catalog import VISION_ZOO, cache_root
+from corl.builtin.hf.models.config import ZooConfig
+from corl.builtin.hf.models.warmstart import right_padded, seeded, train
+from corl.builtin.hf.vision.inputs import collate, encode_prompts
 from corl.errors import ConfigError, CorlError
 from corl.types import Prompt
 

@@ -54,7 +54,7 @@ def chat_messages(prompt: str | Prompt, template: str = "{prompt}", system: str 
     """The messages a chat template gets for ``prompt``: a row's own conversation as it is (its last
     user turn through ``template``; ``system`` only when it has no system turn), else the text as one
     user turn after ``system``."""
-    turns = list(getattr(prompt, "messages", ()) or ())
+    turns = list(prompt.messages) if isinstance(prompt, Prompt) else []
     if not turns:
         head = [{"role": "system", "content": system}] if system else []
         return [*head, {"role": "user", "content": template.format(prompt=_text(prompt))}]
