@@ -130,6 +130,30 @@ class Routed:
     skipped: Mapping[str, Sequence[bool]] = attrs.field(factory=dict)
     metrics: Mapping[str, Mapping[str, float]] = attrs.field(factory=dict)
 
+    # Until 0.3: a built-in router's route() returned the plain {agent: rewards} mapping, and a
+    # router that wraps one may still index its result; read .rewards instead.
+    def _legacy(self) -> Mapping[str, Sequence[Sequence[float]]]:
+        import warnings
+
+        warnings.warn("a router's route() returns corl.Routed: read its .rewards (indexing it directly is "
+                      "deprecated and goes in corl 0.3)", DeprecationWarning, stacklevel=3)
+        return self.rewards
+
+    def __getitem__(self, agent: str) -> Sequence[Sequence[float]]:
+        return self._legacy()[agent]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._legacy())
+
+    def __len__(self) -> int:
+        return len(self._legacy())
+
+    def keys(self):
+        return self._legacy().keys()
+
+    def items(self):
+        return self._legacy().items()
+
 
 @attrs.frozen
 class Completion:

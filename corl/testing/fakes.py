@@ -123,8 +123,14 @@ class FakeSampler:
     """Draws answers from the fake agent's table (in the run's RNG stream for that agent), polling
     the run's stop token between prompts."""
 
+    stop = None  # the run's StopToken (a subclass that skips this __init__ polls nothing)
+
     def __init__(self, config=None, ctx=None):
-        self.check = ctx.stop.check if ctx is not None else (lambda: None)
+        self.stop = ctx.stop if ctx is not None else None
+
+    def check(self) -> None:
+        if self.stop is not None:
+            self.stop.check()
 
     def sample(self, agent: FakeAgent, prompts: Sequence[Prompt], n: int, *, greedy: bool = False,
                temperature: float | None = None) -> Rollout:

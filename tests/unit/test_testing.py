@@ -60,7 +60,7 @@ def test_fails_naming_checks_what_a_user_sees_when_a_plugin_breaks(tmp_path):
     assert isinstance(failure.error, PluginError)
     with pytest.raises(AssertionError, match="does not name 'my-plugin'"), fails_naming("my-plugin"):
         raise PluginError("plugin 'other': ...")
-    with pytest.raises(AssertionError, match="no PluginError naming 'my-plugin' was raised"), fails_naming("my-plugin"):
+    with pytest.raises(AssertionError, match="no corl error naming 'my-plugin' was raised"), fails_naming("my-plugin"):
         pass
     with pytest.raises(ValueError), fails_naming("my-plugin"):  # a raw error stays a raw error
         raise ValueError("deep inside")

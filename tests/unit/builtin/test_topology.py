@@ -99,3 +99,13 @@ def test_each_router_says_which_label_rewarded_whom():
     assert mean.targets["a"] == [None]
     truth = GroundTruthRouter(NoConfig()).route(votes, labels, V, AGG, truth=[3])
     assert truth.targets["a"][0].answer == 3
+
+
+def test_indexing_a_routed_result_still_reads_its_rewards_with_a_deprecation_warning():
+    """A router that wraps a built-in one and indexes its result (the plain mapping of before) keeps
+    working until 0.3, warned."""
+    routed = Routed(rewards={"a": [[1.0, 0.0]], "b": [[0.0, 0.0]]})
+    with pytest.warns(DeprecationWarning, match=r"read its \.rewards"):
+        assert routed["a"] == [[1.0, 0.0]]
+    with pytest.warns(DeprecationWarning):
+        assert dict(routed) == routed.rewards and len(routed) == 2 and sorted(routed) == ["a", "b"]

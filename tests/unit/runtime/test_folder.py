@@ -52,7 +52,8 @@ def test_a_started_run_continues_only_with_resume(tmp_path):
             if step == 2:
                 raise RuntimeError("disk full")
 
-    with pytest.raises(PluginError, match=r"^plugin '.*Crash': corl_on_step_end raised RuntimeError: disk full$"):
+    with pytest.raises(PluginError, match=r"^plugin '.*Crash': corl_on_step_end raised RuntimeError: disk full; no checkpoint was written "
+                                          r"before it \(run.checkpoint_every\), so a new run starts over$"):
         run_tiny(out, fake_recipe(**{"run.steps": 4}), plugins=[Crash()])
     with pytest.raises(CorlError) as info:
         run_tiny(out, fake_recipe(**{"run.steps": 4}))

@@ -9,7 +9,7 @@ from corl.builtin.voting import MajorityConfig, MajorityVote
 from corl.runtime.evaluation import votes_of
 from corl.runtime.verify import BoundedVerifier, extract_all
 from corl.sandbox import Limits, Outcome
-from corl.types import NoConfig, Prompt, Rollout
+from corl.types import NoConfig, Prompt, Rollout, Routed
 
 FAST = Limits(wall_seconds=1.0, memory_mb=256)
 PROMPT = Prompt("p", "3,5,7=", label=("9", "13", "23", "-1"), test_inputs=(3, 5, 10, -2))
@@ -57,17 +57,21 @@ def test_majority_over_signatures_picks_the_behaviour_most_programs_share(verifi
     assert label.answer == PROMPT.label and label.share == pytest.approx(3 / 5)
 
 
+def rewards(routed):
+    return routed.rewards if isinstance(routed, Routed) else routed
+
+
 def test_routers_reward_programs_that_behave_like_the_peer_label(verifier):
     mine = Rollout("a", (PROMPT,), (("x*2+3", "x+3", "1/0"),), ((1,) * 3,), ((0.0,) * 3,))
     peer = Rollout("b", (PROMPT,), (("3+x+x", "2*x+3", "x"),), ((1,) * 3,), ((0.0,) * 3,))
     votes = {"a": votes_of(mine, verifier), "b": votes_of(peer, verifier)}
     agg = MajorityVote(MajorityConfig())
     labels = {k: agg.aggregate(v, verifier) for k, v in votes.items()}
-    assert RingRouter(NoConfig()).route(votes, labels, verifier, agg)["a"] == [[1.0, 0.0, 0.0]]
-    assert AllPairsRouter(AllPairsConfig()).route(votes, labels, verifier, agg)["a"] == [[1.0, 0.0, 0.0]]
+    assert rewards(RingRouter(NoConfig()).route(votes, labels, verifier, agg))["a"] == [[1.0, 0.0, 0.0]]
+    assert rewards(AllPairsRouter(AllPairsConfig()).route(votes, labels, verifier, agg))["a"] == [[1.0, 0.0, 0.0]]
     # on its own, a's two voting programs behave differently: the seeded tie-break picks one
-    assert sum(SelfRouter(NoConfig()).route(votes, labels, verifier, agg)["a"][0]) == 1.0
-    truth = GroundTruthRouter(NoConfig()).route(votes, labels, verifier, agg, [PROMPT.label])
+    assert sum(rewards(SelfRouter(NoConfig()).route(votes, labels, verifier, agg))["a"][0]) == 1.0
+    truth = rewards(GroundTruthRouter(NoConfig()).route(votes, labels, verifier, agg, [PROMPT.label]))
     assert truth["a"] == [[1.0, 0.0, 0.0]] and truth["b"] == [[1.0, 1.0, 0.0]]
 
 
