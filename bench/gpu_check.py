@@ -3,6 +3,7 @@
   python bench/gpu_check.py                 # on a GPU (torch with CUDA, transformers, corl's own deps;
                                             # no vLLM or SGLang)
   python bench/gpu_check.py --cpu --tiny    # the same phases on CPU at toy sizes: proves the script runs
+  python bench/gpu_check.py --engines       # on a GPU with vLLM and / or SGLang installed: also the engines
 
 What it runs and prints (docs/scale-out.md, "The GPU check"):
 
@@ -19,6 +20,12 @@ What it runs and prints (docs/scale-out.md, "The GPU check"):
    ``--new-tokens``), update tokens/s (one GRPO update on those sequences with random 0/1 rewards,
    so every group carries a signal), and peak GPU memory of each phase; then the same against the
    plain (unsharded) model with bf16 autocast, side by side.
+
+3. **The engines** (``--engines``, where vLLM or SGLang is installed beside a GPU): for each,
+   ``tests/plugins/test_engines_gpu.py`` in its own process (one in-process engine per process):
+   sample through the engine, GRPO step, push, probe check, sample again, then a stale engine caught;
+   its ``RESULT`` lines (the trainer-vs-engine log-prob gap, the probe gap after each sync) and
+   whether it passed.
 
 Every line of results starts with ``RESULT``; the last is one JSON object with every figure.
 """
@@ -205,6 +212,28 @@ def throughput(device: str, tiny: bool, folder: Path, n_params: int, args, shard
         torch.cuda.empty_cache()
 
 
+def engines() -> None:
+    """The GPU engine test per installed engine, in a child process each; its RESULT lines relayed."""
+    import importlib.util
+    import subprocess
+
+    for kind in ("vllm", "sglang"):
+        if importlib.util.find_spec(kind) is None or importlib.util.find_spec(f"corl_{kind}") is None:
+            say(f"engine_{kind}", f"{kind} or corl-{kind} is not installed: not run", ran=False)
+            continue
+        began = time.perf_counter()
+        res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-k", kind,
+                              str(ROOT / "tests" / "plugins" / "test_engines_gpu.py")],
+                             capture_output=True, text=True, cwd=ROOT, timeout=900)
+        lines = [x for x in res.stdout.splitlines() if x.startswith("RESULT ")]
+        for line in lines:
+            print(line, flush=True)
+        passed = res.returncode == 0
+        say(f"engine_{kind}", f"{'passed' if passed else 'FAILED'} in {time.perf_counter() - began:.0f} s",
+            ran=True, passed=passed, lines=[x.removeprefix("RESULT ") for x in lines],
+            tail=None if passed else (res.stdout + res.stderr)[-3000:])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cpu", action="store_true", help="run on CPU (no GPU here)")
@@ -215,6 +244,8 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=None)
     parser.add_argument("--micro-batch", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--engines", action="store_true",
+                        help="also the vLLM / SGLang engine test, for each engine installed (a GPU only)")
     args = parser.parse_args()
     import torch
     import transformers
@@ -241,6 +272,8 @@ def main() -> None:
         n_params = half_billion(folder, tiny)
         throughput(device, tiny, folder, n_params, args, sharded=True)
         throughput(device, tiny, folder, n_params, args, sharded=False)
+    if args.engines and device == "cuda":
+        engines()
     RESULTS["seconds"] = time.perf_counter() - start
     print(f"RESULT all: {json.dumps(RESULTS)}", flush=True)
 

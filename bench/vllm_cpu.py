@@ -4,7 +4,8 @@ same batch, and whole Co-RL steps (sample, GRPO update, weight sync), alternatin
     python bench/vllm_cpu.py [--model FOLDER] [--prompts 32] [--n 8] [--tokens 48] [--rounds 3]
                              [--threads 2] [--steps 2] [--layout child|same]
 
-Needs vLLM's CPU build (`tox -e vllm` builds such an environment; or `pip install 'corl-vllm[cpu]'`).
+Needs vLLM's CPU build (`tox -e vllm` builds such an environment; or, from a checkout,
+`pip install . './plugins/corl-vllm[cpu]'`).
 The model defaults to SmolLM2-135M-Instruct (`pypi:smollm2-135m-instruct`, converted once by corl).
 Both samplers draw ``--n`` completions of up to ``--tokens`` tokens for ``--prompts`` prompts at
 temperature 1; tokens per second counts the completion tokens each actually produced. ``--layout``:
