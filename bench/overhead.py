@@ -85,8 +85,9 @@ def sampler_efficiency(run: Run, batch_prompts: int = 64, n: int = 8, new_tokens
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (1 on a busy machine)")
     args = parser.parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     from corl.plugins import corl_version
 
     print(f"corl {corl_version()}; torch {torch.__version__}; {torch.get_num_threads()} threads; "

@@ -70,6 +70,8 @@ class Reinforce:
 AGENTS = (("llama", "zoo:llama-tiny"), ("qwen2", "zoo:qwen2-tiny"), ("neox", "zoo:gpt-neox-tiny"))
 
 
+THREADS = [1]  # --threads
+
 def optimizer_for(variant: str) -> dict:
     kind, lr = variant.split("_")
     if kind == "grpo":
@@ -82,7 +84,7 @@ def optimizer_for(variant: str) -> dict:
 def recipe_for(variant: str, seed: int, steps: int, out: str, zoo_steps: int, prompts: int = 32) -> dict:
     return {
         "run": {"name": variant, "steps": steps, "seed": seed, "prompts_per_step": prompts, "supervised": True,
-                "threads": 1, "observers": [], "output_dir": out, "checkpoint_every": 0},
+                "threads": THREADS[0], "observers": [], "output_dir": out, "checkpoint_every": 0},
         "task": {"type": "arithmetic"},
         "agents": [{"name": n, "model": m, "zoo_steps": zoo_steps,
                     "sampler": {"type": "hf", "temperature": 1.0, "max_new_tokens": 6},
@@ -103,7 +105,9 @@ def main() -> None:
     ap.add_argument("--zoo-steps", type=int, default=2000)
     ap.add_argument("--prompts", type=int, default=32, help="prompts per step")
     ap.add_argument("--variants", default="grpo_4e-5,grpo_2e-5,reinforce_2e-5")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per run")
     args = ap.parse_args()
+    THREADS[0] = args.threads
     seeds = [int(s) for s in args.seeds.split(",")]
     variants = args.variants.split(",")
     gains: dict[str, dict[str, list[float]]] = {v: {n: [] for n, _ in AGENTS} for v in variants}

@@ -2,7 +2,7 @@
 drills of each form):
 pass@1, maj@k and pass@k per form and model, as JSON lines on stdout and appended to OUT. Never a test.
 
-  python bench/screen_drills.py PROMPTS K MAX_NEW_TOKENS FORMS OUT [SMOLLM2_FORMAT]
+  python bench/screen_drills.py PROMPTS K MAX_NEW_TOKENS FORMS OUT [SMOLLM2_FORMAT] [--threads 2]
   python bench/screen_drills.py 32 8 16 add,max,add1,count,word screen.jsonl        # docs/real-models.md
   python bench/screen_drills.py 32 8 16 add0,max2,next screen.jsonl raw            # second screen
   python bench/screen_drills.py 96 8 16 max2+next screen.jsonl raw                  # the mixed form
@@ -27,12 +27,15 @@ from corl.builtin.tasks.drills import DrillsConfig, DrillsTask, generate
 from corl.protocols import Context
 from corl.recipe import load_recipe
 
+THREADS = int(sys.argv.pop(sys.argv.index("--threads") + 1)) if "--threads" in sys.argv else 2
+if "--threads" in sys.argv:
+    sys.argv.remove("--threads")
 N, K, TOK = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 forms = sys.argv[4].split(",")  # a form, or forms mixed with "+" (max2+next: one task drawing both)
 out = open(sys.argv[5], "a")
 smol_format = sys.argv[6] if len(sys.argv) > 6 else "chat"
 spec = load_recipe(Path(__file__).resolve().parents[1] / "recipes" / "real_headroom.toml")
-torch.set_num_threads(2)
+torch.set_num_threads(THREADS)
 agents = {}
 for s in spec.agents:
     ctx = Context(spec=None, seed=0, task=None, agent_name=s.name, log=lambda m: None)

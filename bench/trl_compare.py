@@ -1,15 +1,16 @@
 """corl against TRL's GRPOTrainer: step throughput and the learning signal (prints a table; never a test).
 
   pip install 'trl==1.16.*'          # the benchmark's own dependency (tox -e bench installs it)
-  python bench/trl_compare.py [--steps 8] [--rounds 2]
-  python bench/trl_compare.py --model smollm2 [--steps 3] [--rounds 2]   # a real model (bench/trl_real.py)
+  python bench/trl_compare.py [--steps 8] [--rounds 2] [--threads 2]
+  python bench/trl_compare.py --model smollm2 [--steps 3] [--rounds 2] [--threads 1]   # a real model (bench/trl_real.py)
 
 One agent, GRPO, the same zoo model (zoo:llama-tiny, warm-started weights saved once and loaded
 by both), the same task, 32 prompts x 8 generations per step, at most 6 new tokens, temperature 1,
 lr 2e-5, no KL, one optimizer step per batch, token-mean loss (TRL's loss_type="bnpo"), clipped
 ratio 0.2, grad norm 1.0, ground-truth reward from the task's verifier for both. Rounds alternate
 corl, TRL, corl, TRL ... in this one process, so both see the same machine; the first two steps of
-each round are warm-up and are dropped.
+each round are warm-up and are dropped. ``--threads``: torch threads for both (default 2, both
+cores here; on a busy machine 2 spin-waiting OpenMP threads collapse: use 1).
 
 Same signal: on one fixed sampled batch with the same weights, corl's loss and gradient against
 TRL's ``_compute_loss`` on its own model (TRL's advantages, then identical advantages).
@@ -30,10 +31,11 @@ from corl.recipe import load_recipe
 from corl.runtime import Run
 
 PROMPTS, GENERATIONS, NEW_TOKENS, LR = 32, 8, 6, 2e-5
+THREADS = [2]  # --threads, for both sides
 
 
 def corl_run(out: str, seed: int = 0) -> Run:
-    recipe = {"run": {"steps": 0, "seed": seed, "prompts_per_step": PROMPTS, "supervised": True, "threads": 2,
+    recipe = {"run": {"steps": 0, "seed": seed, "prompts_per_step": PROMPTS, "supervised": True, "threads": THREADS[0],
                       "observers": [], "output_dir": out},
               "agents": [{"name": "llama", "model": "zoo:llama-tiny",
                           "sampler": {"type": "hf", "temperature": 1.0, "max_new_tokens": NEW_TOKENS},
@@ -162,6 +164,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="timed steps per round (after 2 warm-up steps; "
                                                                   "default 8, for smollm2 3)")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads for both sides (default 2; 1 on "
+                                                                    "a busy machine)")
     parser.add_argument("--model", choices=["zoo", "smollm2"], default="zoo",
                         help="zoo: the tiny zoo model in one process; smollm2: SmolLM2-135M-Instruct, each side in "
                              "its own process for its peak RSS (bench/trl_real.py)")
@@ -172,6 +176,7 @@ def main() -> None:
 
         script = Path(__file__).with_name("trl_real.py")
         steps = ["--steps", str(args.steps)] if args.steps else []
+        steps += ["--threads", str(args.threads)] if args.threads else []
         raise SystemExit(subprocess.call([sys.executable, str(script), *steps, "--rounds", str(args.rounds), *rest]))
     args.steps = args.steps or 8
     import transformers
@@ -179,7 +184,8 @@ def main() -> None:
 
     from corl.plugins import corl_version
 
-    torch.set_num_threads(2)
+    THREADS[0] = args.threads or 2
+    torch.set_num_threads(THREADS[0])
     print(f"corl {corl_version()}, TRL {trl.__version__}, transformers {transformers.__version__}, torch "
           f"{torch.__version__}, {torch.get_num_threads()} threads; zoo:llama-tiny, {PROMPTS} prompts x "
           f"{GENERATIONS} generations, <= {NEW_TOKENS} new tokens, GRPO, one update per step")

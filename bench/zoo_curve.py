@@ -1,6 +1,6 @@
 """Where a zoo model's warm-start has sampling headroom: snapshots of one warm-start, every EVERY steps.
 
-    python bench/zoo_curve.py RECIPE AGENT STEPS EVERY OUT [--keep-schedule] [KEY.PATH=VALUE ...]
+    python bench/zoo_curve.py RECIPE AGENT STEPS EVERY OUT [--keep-schedule] [--threads 1] [KEY.PATH=VALUE ...]
 
 Warm-starts the recipe's agent AGENT (a ``zoo:`` text or vision model) for STEPS supervised steps on
 the task's labeled seed split, with the recipe's ``[zoo]`` settings but a constant learning rate
@@ -34,7 +34,7 @@ from corl.runtime.build import Builder
 
 
 def main(recipe: str, agent: str, steps: int, every: int, out: Path, overrides: list[str], keep: bool) -> None:
-    torch.set_num_threads(1)
+    torch.set_num_threads(THREADS)
     registry = build_registry(make_plugin_manager())
     spec = load_recipe(recipe, overrides, registry)
     task = Builder(registry)("task", spec.task, Context(spec=spec, seed=spec.run.seed))
@@ -74,7 +74,13 @@ def main(recipe: str, agent: str, steps: int, every: int, out: Path, overrides: 
     print(f"{agent}: {len(list(out.glob('step-*')))} snapshots in {out} ({config})")
 
 
+THREADS = 1  # --threads N anywhere in the arguments
+
+
 if __name__ == "__main__":
+    if "--threads" in sys.argv:
+        THREADS = int(sys.argv.pop(sys.argv.index("--threads") + 1))
+        sys.argv.remove("--threads")
     if len(sys.argv) < 6:
         sys.exit(__doc__)
     rest = [a for a in sys.argv[6:] if a != "--keep-schedule"]
