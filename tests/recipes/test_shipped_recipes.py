@@ -13,9 +13,11 @@ from corl.testing import tiny_for
 from tests.kit import real_models_missing
 
 ROOT = Path(__file__).resolve().parents[2]
-#: shrunk runs of minutes that another default-run recipe already covers (the same two real models,
-#: agent and sampler code as real_headroom): `tox -e slow`, keeping the default run well under 15 min
-SLOW = {"real_smollm2_gemma3"}
+#: shrunk runs of minutes (the two real models: 2 steps of real_headroom took 5.3 min on 2 idle-ish
+#: cores, Gemma 3's update with its KL reference most of it): `tox -e slow`, keeping the default run
+#: well under 15 min. The default run keeps the real models' own test (tests/unit/builtin/hf/
+#: test_real_models.py: convert, prompt, sample, update, save, reload) and the vLLM run (tox -e vllm).
+SLOW = {"real_smollm2_gemma3", "real_headroom"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n

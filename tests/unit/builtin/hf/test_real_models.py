@@ -82,7 +82,7 @@ def test_sample_update_save_reload(index, task, models_dir, tmp_path):
     batch = rollout.batch
     assert all(1 <= n <= 10 for n in rollout.lengths[0])
     assert not any(s in t for t in rollout.texts[0] for s in spec.sampler.config.stop)
-    with torch.no_grad():  # bf16 sampling vs bf16 update forward: the same weights, so close
+    with torch.no_grad():  # sampling vs the update forward in the same dtype: the same weights, so close
         logp, entropy = agent.token_logprobs(batch, torch.arange(4))
     mask = batch.completion_mask.bool()
     assert ((logp - batch.old_logprobs).abs()[mask]).max() < 0.25 and (entropy[mask] > 0).all()
