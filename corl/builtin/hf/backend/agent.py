@@ -20,6 +20,7 @@ from corl.builtin.hf.backend.common import (
     capped_texts,
     check_fits,
     check_special_tokens,
+    check_vocabulary,
     context_limit,
     frozen_copy,
     load,
@@ -73,6 +74,7 @@ class HFAgent:
         dtype, remote = getattr(torch, config.dtype), config.trust_remote_code
         self.tokenizer = load(who, config.model, source,
                               lambda: AutoTokenizer.from_pretrained(source, trust_remote_code=remote))
+        check_vocabulary(self.tokenizer, who, config.model)
         self.context = context_limit(load(who, config.model, source, lambda: AutoConfig.from_pretrained(
             source, trust_remote_code=remote)))
         if self.longest is None:  # before the weights load: a prompt too long for the model costs no load

@@ -85,6 +85,15 @@ def load(who: str, model_ref: str, source: str, loader: Callable[[], Any], error
                         "config.json") from None
 
 
+def check_vocabulary(tokenizer, who: str, model_ref: str) -> None:
+    """A folder without tokenizer files loads, in transformers 5, as an empty tokenizer of its model
+    type that encodes every text to nothing; refuse it here rather than fail inside a forward pass."""
+    if len(tokenizer) <= 1:
+        raise CorlError(f"{who}: model {model_ref!r} has no tokenizer (its vocabulary has {len(tokenizer)} "
+                        "entries): save the tokenizer beside the weights (tokenizer.json / tokenizer_config.json, "
+                        "tokenizer.save_pretrained(folder))")
+
+
 def check_special_tokens(tokenizer, pad_token: str | None, who: str, model_ref: str) -> None:
     """Left padding for generation, a pad token (from the recipe if the tokenizer has none), an EOS."""
     tokenizer.padding_side = "left"

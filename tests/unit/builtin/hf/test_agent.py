@@ -306,3 +306,17 @@ def test_the_sampler_polls_the_runs_stop_at_every_decode_step(task, cache_dir):
     assert sampler.sample(agent, task.split("eval"), 2).n == 2  # a training step: the stop waits for its end
     with stop.abandonable(), pytest.raises(Stopping):
         sampler.sample(agent, task.split("eval"), 2)
+
+
+def test_a_model_folder_without_its_tokenizer_is_refused_in_one_line(task, cache_dir, tmp_path):
+    """transformers loads such a folder as an empty tokenizer that encodes every prompt to nothing;
+    the agent refuses it when it loads, not with a reshape error inside the sampler's forward."""
+    from corl.errors import CorlError
+
+    folder = tmp_path / "weights"
+    hf_agent("qwen2-tiny", task).save(str(folder))
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt"):
+        (folder / name).unlink(missing_ok=True)
+    with pytest.raises(CorlError, match=r"^agent 'a': model '.*weights' has no tokenizer \(its vocabulary has 1 "
+                                        r"entries\): save the tokenizer beside the weights"):
+        HFAgent(HFAgentConfig(model=str(folder)), Context(spec=None, seed=0, task=task, agent_name="a"))
