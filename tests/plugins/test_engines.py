@@ -4,6 +4,7 @@ result translation, and the sync / sleep protocol, against fakes of the engines'
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 import types
@@ -142,7 +143,8 @@ def test_a_missing_engine_is_one_clear_error(kind, monkeypatch):
     monkeypatch.setitem(sys.modules, kind, None)  # import fails, as where the engine is not installed
     as_gpu(monkeypatch)
     monkeypatch.setattr(corl_vllm, "_ENGINES_IN_PROCESS", [])
-    with pytest.raises(CorlError, match=f"sampler '{kind}' needs the {kind} package .*pip install .?\\./plugins/corl-{kind}"):
+    folder = re.escape(f"./plugins/corl-{kind}")  # the plugin's folder in a checkout: not on the package index
+    with pytest.raises(CorlError, match=f"sampler '{kind}' needs the {kind} package .*pip install .?{folder}"):
         sampler_for(kind, stub_agent())
 
 
