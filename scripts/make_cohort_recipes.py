@@ -24,9 +24,11 @@ held-out prompts x 4, snapshots of `bench/zoo_curve.py` every 100 steps): llama 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from make_paper_recipes import agent, table, toml_value
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from make_paper_recipes import agent, table, toml_value  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "recipes" / "cohort"
 WEAK_OUT = OUT.parent / "weak"
@@ -73,34 +75,35 @@ def weak_agents(**optimizer) -> list[dict]:
     return agents
 
 
-def weak() -> None:
-    WEAK_OUT.mkdir(parents=True, exist_ok=True)
+def weak(out: Path = WEAK_OUT) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    written = out
     ring, z = {"type": "ring"}, WEAK_COHORT_ZOO
-    recipe("weak_ring", "A weak cohort, Co-RL ring, no lever.", weak_agents(), "majority", z, ring, out=WEAK_OUT)
+    recipe("weak_ring", "A weak cohort, Co-RL ring, no lever.", weak_agents(), "majority", z, ring, out=written)
     recipe("weak_ring_gated", "A weak cohort, Co-RL ring, confidence gate: no label under a 50% vote share.",
-           weak_agents(), {"type": "majority", "min_share": 0.5}, z, ring, out=WEAK_OUT)
+           weak_agents(), {"type": "majority", "min_share": 0.5}, z, ring, out=written)
     recipe("weak_ring_kl", "A weak cohort, Co-RL ring, KL anchor 0.05 to each start policy.",
-           weak_agents(kl=0.05), "majority", z, ring, out=WEAK_OUT)
+           weak_agents(kl=0.05), "majority", z, ring, out=written)
     recipe("weak_ring_early_stop", "A weak cohort, Co-RL ring, early stop (and roll back) on collusion.",
-           weak_agents(), "majority", z, ring, run={"observers": ["jsonl", "early_stop"]}, out=WEAK_OUT)
+           weak_agents(), "majority", z, ring, run={"observers": ["jsonl", "early_stop"]}, out=written)
     recipe("weak_pooled_reliability", "A weak cohort, pooled votes weighted by learned reliability.",
-           weak_agents(), "reliability", z, out=WEAK_OUT)
+           weak_agents(), "reliability", z, out=written)
     recipe("weak_self_reward", "A weak cohort, self-reward (TTRL): each agent against its own majority.",
-           weak_agents(), "majority", z, {"type": "self"}, out=WEAK_OUT)
+           weak_agents(), "majority", z, {"type": "self"}, out=written)
     recipe("weak_supervised", "A weak cohort, supervised RLVR ceiling: ground-truth reward.",
-           weak_agents(), "majority", z, {"type": "ground_truth"}, run={"supervised": True}, out=WEAK_OUT)
+           weak_agents(), "majority", z, {"type": "ground_truth"}, run={"supervised": True}, out=written)
 
 
-def main() -> None:
-    OUT.mkdir(parents=True, exist_ok=True)
+def main(out: Path = OUT, weak_out: Path = WEAK_OUT) -> None:
+    out.mkdir(parents=True, exist_ok=True)
     equal = [agent(n) for n in ("llama", "qwen2", "neox")]
     unequal = [agent("llama"), agent("qwen2"), weak_neox()]
     for voting, what in (("majority", "plain majority"), ("reliability", "the reliability-weighted vote")):
         recipe(f"equal_pooled_{voting}", f"Three shipped agents of similar accuracy, pooled votes, {what}.",
-               equal, voting, None)
+               equal, voting, None, out=out)
         recipe(f"unequal_pooled_{voting}", f"Two shipped agents and a weak neox (~33% pass@1), pooled votes, {what}.",
-               unequal, voting, WEAK_ZOO)
-    weak()
+               unequal, voting, WEAK_ZOO, out=out)
+    weak(weak_out)
 
 
 if __name__ == "__main__":
