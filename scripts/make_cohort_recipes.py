@@ -86,6 +86,8 @@ def weak(out: Path = WEAK_OUT) -> None:
            weak_agents(kl=0.05), "majority", z, ring, out=written)
     recipe("weak_ring_early_stop", "A weak cohort, Co-RL ring, early stop (and roll back) on collusion.",
            weak_agents(), "majority", z, ring, run={"observers": ["jsonl", "early_stop"]}, out=written)
+    recipe("weak_pooled_majority", "A weak cohort, pooled votes, plain majority.",
+           weak_agents(), "majority", z, out=written)
     recipe("weak_pooled_reliability", "A weak cohort, pooled votes weighted by learned reliability.",
            weak_agents(), "reliability", z, out=written)
     recipe("weak_self_reward", "A weak cohort, self-reward (TTRL): each agent against its own majority.",
