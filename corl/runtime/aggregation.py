@@ -20,7 +20,7 @@ import attrs
 
 from corl.errors import PluginError
 from corl.protocols import AnswerVerifier, CohortAggregator, Stateful
-from corl.runtime.boundary import check_labels, guard
+from corl.runtime.boundary import agent_metrics, check_labels, guard
 from corl.types import EVAL, LABEL, POOLED, PseudoLabel, Vote, VoteContext
 
 
@@ -88,10 +88,7 @@ class BoundAggregator:
             return {}
         with guard(self.who, f"during step {step}"):
             metrics = self.inner.observe(cohort, verifier, step)
-        number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
-        if not isinstance(metrics, Mapping) or not all(
-                name in cohort and isinstance(m, Mapping) and all(isinstance(k, str) and number(v) for k, v in m.items())
-                for name, m in metrics.items()):
+        if not agent_metrics(metrics, cohort):
             raise PluginError(f"{self.who} returned {type(metrics).__name__} from observe(); expected "
                               f"{{agent: {{metric: number}}}} for agents of the cohort ({sorted(cohort)})")
         return {name: {k: float(v) for k, v in m.items()} for name, m in metrics.items()}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from corl.errors import CorlError, PluginError
@@ -90,16 +90,21 @@ def check_routed(routed: Any, votes: Mapping[str, Sequence[Sequence[Vote]]],
                 kind = "a corl.PseudoLabel or None" if field == "targets" else "a bool"
                 raise PluginError(f"{who} returned Routed.{field}[{name!r}] of {_count(rows)} entries; expected "
                                   f"one per prompt ({len(votes[name])}), each {kind}")
-    metrics = routed.metrics
-    if not isinstance(metrics, Mapping) or any(
-            name not in votes or not isinstance(m, Mapping)
-            or not all(isinstance(k, str) and isinstance(v, numbers.Real) for k, v in m.items())
-            for name, m in metrics.items()):
+    if not agent_metrics(routed.metrics, votes):
         raise PluginError(f"{who} returned Routed.metrics that are not {{agent: {{name: number}}}} for the run's "
                           f"agents ({sorted(votes)})")
     targets = {name: list(routed.targets.get(name, labels[name])) for name in votes}
     skipped = {name: list(routed.skipped.get(name, [False] * len(votes[name]))) for name in votes}
     return Routed(routed.rewards, targets, skipped, routed.metrics), nonfinite
+
+
+def agent_metrics(metrics: Any, agents: Collection[str]) -> bool:
+    """``metrics`` is ``{agent: {name: number}}`` for some of ``agents`` (a router's or a cohort
+    aggregator's extra metrics)."""
+    return isinstance(metrics, Mapping) and all(
+        name in agents and isinstance(m, Mapping) and all(isinstance(k, str) and isinstance(v, numbers.Real)
+                                                          for k, v in m.items())
+        for name, m in metrics.items())
 
 
 def check_rewards(rewards: Any, votes: Mapping[str, Sequence[Sequence[Vote]]], who: str) -> set[str]:
