@@ -42,8 +42,10 @@ def group_answers(votes: Sequence[Vote], verifier: AnswerVerifier) -> list[tuple
 
 
 def weighted_label(votes: Sequence[Vote], weights: Sequence[float], verifier: AnswerVerifier,
-                   tie_break: TieBreak, seed: int, min_share: float = 0.0) -> PseudoLabel:
-    groups = group_answers(votes, verifier)
+                   tie_break: TieBreak, seed: int, min_share: float = 0.0,
+                   groups: list[tuple[Hashable, list[int]]] | None = None) -> PseudoLabel:
+    """The weighted vote's label; ``groups``: :func:`group_answers` of ``votes`` where the caller has them."""
+    groups = group_answers(votes, verifier) if groups is None else groups
     counts = {rep: float(sum(weights[i] for i in members)) for rep, members in groups}
     total = sum(counts.values())
     if not counts or total <= 0:
@@ -222,18 +224,19 @@ class ReliabilityVote:
         pi = self.reliability()
         out = []
         for vs in votes:
-            agents = {v.agent for v in vs}
+            agents, groups = {v.agent for v in vs}, group_answers(vs, verifier)
             if len(agents) < 2 or not pi:  # one agent's votes: nothing to weigh between
                 weights = [1.0] * len(vs)
             else:
-                k = max(2, len(group_answers(vs, verifier)))
+                k = max(2, len(groups))
                 weight = {a: self._weight(pi.get(a, 0.5), k) for a in agents}
                 mean = sum(weight.values()) / len(agents)
                 # each vote weighs its agent's weight relative to the others' (equal weights: one vote each, the
                 # majority exactly); nobody above chance: no weight to go by
                 weight = {a: w / mean for a, w in weight.items()} if mean > 0 else dict.fromkeys(agents, 1.0)
                 weights = [weight[v.agent] for v in vs]
-            out.append(weighted_label(vs, weights, verifier, self.config.tie_break, self.seed, self.config.min_share))
+            out.append(weighted_label(vs, weights, verifier, self.config.tie_break, self.seed, self.config.min_share,
+                                      groups))
         return out
 
     def save_state(self, path: str) -> None:
