@@ -77,23 +77,22 @@ def weak_agents(**optimizer) -> list[dict]:
 
 def weak(out: Path = WEAK_OUT) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    written = out
     ring, z = {"type": "ring"}, WEAK_COHORT_ZOO
-    recipe("weak_ring", "A weak cohort, Co-RL ring, no lever.", weak_agents(), "majority", z, ring, out=written)
+    recipe("weak_ring", "A weak cohort, Co-RL ring, no lever.", weak_agents(), "majority", z, ring, out=out)
     recipe("weak_ring_gated", "A weak cohort, Co-RL ring, confidence gate: no label under a 50% vote share.",
-           weak_agents(), {"type": "majority", "min_share": 0.5}, z, ring, out=written)
+           weak_agents(), {"type": "majority", "min_share": 0.5}, z, ring, out=out)
     recipe("weak_ring_kl", "A weak cohort, Co-RL ring, KL anchor 0.05 to each start policy.",
-           weak_agents(kl=0.05), "majority", z, ring, out=written)
+           weak_agents(kl=0.05), "majority", z, ring, out=out)
     recipe("weak_ring_early_stop", "A weak cohort, Co-RL ring, early stop (and roll back) on collusion.",
-           weak_agents(), "majority", z, ring, run={"observers": ["jsonl", "early_stop"]}, out=written)
+           weak_agents(), "majority", z, ring, run={"observers": ["jsonl", "early_stop"]}, out=out)
     recipe("weak_pooled_majority", "A weak cohort, pooled votes, plain majority.",
-           weak_agents(), "majority", z, out=written)
+           weak_agents(), "majority", z, out=out)
     recipe("weak_pooled_reliability", "A weak cohort, pooled votes weighted by learned reliability.",
-           weak_agents(), "reliability", z, out=written)
+           weak_agents(), "reliability", z, out=out)
     recipe("weak_self_reward", "A weak cohort, self-reward (TTRL): each agent against its own majority.",
-           weak_agents(), "majority", z, {"type": "self"}, out=written)
+           weak_agents(), "majority", z, {"type": "self"}, out=out)
     recipe("weak_supervised", "A weak cohort, supervised RLVR ceiling: ground-truth reward.",
-           weak_agents(), "majority", z, {"type": "ground_truth"}, run={"supervised": True}, out=written)
+           weak_agents(), "majority", z, {"type": "ground_truth"}, run={"supervised": True}, out=out)
 
 
 def main(out: Path = OUT, weak_out: Path = WEAK_OUT) -> None:
