@@ -104,6 +104,26 @@ def test_an_aggregator_breaking_its_contract_is_caught_in_the_first_evaluation(t
         run_tiny(tmp_path, aggregator=Empty(), overrides=["run.steps=0"])
 
 
+def test_extra_metrics_of_a_router_or_a_cohort_vote_must_be_numbers_per_agent(tmp_path):
+    from corl.builtin.topology import RingRouter
+    from corl.builtin.voting import MajorityConfig, MajorityVote
+    from corl.types import Routed
+
+    class Chatty(RingRouter):  # the ring's rewards, and a metric that is not a number
+        def route(self, votes, labels, verifier, aggregator, truth=None):
+            routed = super().route(votes, labels, verifier, aggregator, truth)
+            return Routed(routed.rewards, routed.targets, metrics={"fake0": {"gate": "open"}})
+
+    class Observant(MajorityVote):  # a cohort vote whose metrics name an agent the run does not have
+        def observe(self, cohort, verifier, step):
+            return {"nobody": {"weight": 1.0}}
+
+    with fails_naming("router= object Chatty returned Routed.metrics that are not {agent: {name: number}}"):
+        run_tiny(tmp_path / "a", router=Chatty(NoConfig()))
+    with fails_naming("aggregator= object Observant returned dict from observe(); expected {agent: {metric: number}}"):
+        run_tiny(tmp_path / "b", aggregator=Observant(MajorityConfig()))
+
+
 def test_a_router_object_is_checked_against_its_own_config(tmp_path):
     @attrs.frozen
     class StarConfig:
