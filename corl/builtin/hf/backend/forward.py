@@ -11,7 +11,10 @@ keys and values add up exactly as they would over n copies. The completions read
 and values from a cache that never grows (each layer returns prompt + new keys and stores nothing),
 so a layer recomputed in backward (``gradient_checkpointing``) reads the same prompt again; the
 layers are told so (transformers otherwise drops a cache from a checkpointed layer, since its usual
-cache grows on every call). Models whose cache is not plain (sliding windows) run their rows whole.
+cache grows on every call). Sliding-window layers (Gemma 2 / 3, Mistral) share too: the prompt's
+keys and values are handed over whole and the model's own sliding mask hides those beyond the
+window, as in one pass. Only a prompt longer than its window (whose cache kept the window's tail
+alone), or a cache of another kind, runs its rows whole.
 
 **Sharded models** run through their root (whose forward gathers the root's own weights:
 embeddings, final norm, output layer) with the output layer on one position only; the body's
@@ -42,20 +45,19 @@ def hidden_states(model, ids, mask, prompt_len: int, *, root: bool, share: bool)
 
 def _shared(model, ids, mask, prompt_len: int, distinct, inverse, root: bool):
     import torch
-    from transformers.cache_utils import DynamicLayer
 
     p_ids, p_mask = distinct[:, :prompt_len], distinct[:, prompt_len:]
     p_positions = (p_mask.cumsum(-1) - 1).clamp(min=0)
     with _checkpointed_layers(model, prompt=True):
         prompt, cache = _body(model, root, input_ids=p_ids, attention_mask=p_mask, position_ids=p_positions,
                               use_cache=True)
-    if cache is None or any(type(layer) is not DynamicLayer for layer in getattr(cache, "layers", [None])):
+    if cache is None or not all(_whole_prompt(layer, prompt_len) for layer in getattr(cache, "layers", [None])):
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         hidden, _ = _body(model, root, input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False)
         return hidden[:, prompt_len - 1: -1]
     cache.batch_select_indices(inverse)  # each row gets its prompt's keys and values (gradients add up)
     for layer in cache.layers:
-        layer.__class__ = _prompt_layer()
+        layer.__class__ = _prompt_layer(type(layer))
     positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, prompt_len:]
     with _checkpointed_layers(model, prompt=False):
         completion, _ = _body(model, root, input_ids=ids[:, prompt_len:], attention_mask=mask,
@@ -63,20 +65,31 @@ def _shared(model, ids, mask, prompt_len: int, distinct, inverse, root: bool):
     return torch.cat([prompt[inverse, -1:], completion[:, :-1]], 1)
 
 
+def _whole_prompt(layer, prompt_len: int) -> bool:
+    """Whether a cache layer holds every prompt position, as a plain layer does; a sliding-window
+    layer does while the prompt is shorter than its window (it keeps the last ``window - 1``)."""
+    from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
+
+    if type(layer) is DynamicLayer:
+        return True
+    return type(layer) is DynamicSlidingWindowLayer and layer.keys.shape[-2] == layer.cumulative_length == prompt_len
+
+
 @functools.cache
-def _prompt_layer():
-    from transformers.cache_utils import DynamicLayer
+def _prompt_layer(base: type):
+    """``base`` (a plain or sliding-window cache layer) holding a prompt's keys and values that never
+    grows: ``update`` returns the prompt's and the new ones together and stores nothing, so calling it
+    again (a layer recomputed in backward) gives the same result. The layer's mask sizes are its
+    base's: for a sliding layer holding a whole prompt shorter than the window, every prompt position
+    from offset 0, the keys this ``update`` returns."""
 
-    class PromptLayer(DynamicLayer):
-        """A cache layer holding a prompt's keys and values that never grows: ``update`` returns the
-        prompt's and the new ones together and stores nothing, so calling it again (a layer
-        recomputed in backward) gives the same result."""
-
+    class PromptLayer(base):
         def update(self, key_states, value_states, *args, **kwargs):
             import torch
 
             return torch.cat([self.keys, key_states], dim=-2), torch.cat([self.values, value_states], dim=-2)
 
+    PromptLayer.__name__ = PromptLayer.__qualname__ = f"Prompt{base.__name__}"
     return PromptLayer
 
 

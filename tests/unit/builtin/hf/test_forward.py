@@ -55,3 +55,47 @@ def test_shared_prompts_give_the_whole_rows_hidden_states_and_gradients(name, ta
         assert shared_grads.keys() == grads.keys()
         for n, g in grads.items():
             assert torch.allclose(shared_grads[n], g, atol=1e-4, rtol=1e-4), (n, checkpointing)
+
+
+@pytest.mark.parametrize("window", [12, 4])
+def test_sliding_window_layers_share_a_prompt_shorter_than_their_window(window, task, cache_dir, tmp_path,
+                                                                         monkeypatch):
+    """Gemma 3's sliding-window layers (a tiny one built here): a prompt shorter than the window is
+    shared, and the model's sliding mask still hides what lies beyond the window (completions
+    reach past it at window 12); a prompt longer than the window runs its rows whole. Both give the
+    whole rows' hidden states and gradients."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    from corl.builtin.hf.backend.agent import HFAgent
+    from corl.builtin.hf.backend.config import HFAgentConfig
+    from tests.kit import zoo_context
+
+    tok = zoo.build_tokenizer()
+    config = Gemma3TextConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                              num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=window,
+                              layer_types=["sliding_attention", "full_attention"], max_position_embeddings=64,
+                              pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
+                              eos_token_id=tok.eos_token_id)
+    torch.manual_seed(0)
+    Gemma3ForCausalLM(config).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    agent = HFAgent(HFAgentConfig(model=str(tmp_path)), zoo_context(task, "gemma"))
+    rollout = HFSampler(HFSamplerConfig(max_new_tokens=6, temperature=1.0)).sample(agent, task.split("train")[:4], 3)
+    prompt_len, width = rollout.batch.prompt_len, rollout.batch.sequences.shape[1]
+    assert prompt_len < 12 < width  # window 12 holds the prompt but not whole rows; window 4 neither
+    passes = []
+    body = forward._body
+    monkeypatch.setattr(forward, "_body", lambda *a, **k: passes.append(tuple(k["input_ids"].shape)) or body(*a, **k))
+    rows = torch.tensor([0, 1, 2, 4, 5, 9])
+    whole, grads = run(agent, rollout.batch, rows, share=False, checkpointing=False)
+    for checkpointing in (False, True):
+        passes.clear()
+        shared, shared_grads = run(agent, rollout.batch, rows, share=True, checkpointing=checkpointing)
+        if window == 12:  # the prompts once, then the completions on their keys and values
+            assert passes == [(3, prompt_len), (6, width - prompt_len)], checkpointing
+        else:  # the prompt pass finds the window's tail alone in the cache: the rows run whole
+            assert passes == [(3, prompt_len), (6, width)], checkpointing
+        assert torch.allclose(shared, whole, atol=1e-5), checkpointing
+        assert shared_grads.keys() == grads.keys()
+        for n, g in grads.items():
+            assert torch.allclose(shared_grads[n], g, atol=1e-4, rtol=1e-4), (n, checkpointing)
