@@ -67,6 +67,7 @@ def child(checkpointing: bool, repeats: int, threads: int) -> dict:
     torch.set_num_threads(threads)
     with tempfile.TemporaryDirectory() as out:
         raw = recipe(out, 0)
+        raw["run"]["threads"] = threads  # (the run sets torch's threads from its recipe)
         raw["agents"][0]["gradient_checkpointing"] = checkpointing
         pm = make_plugin_manager()
         run = Run(load_recipe(raw, registry=build_registry(pm)), pm=pm, log=lambda m: None)
@@ -91,6 +92,7 @@ def child(checkpointing: bool, repeats: int, threads: int) -> dict:
         width = slot.agent.encode([p.text for p in prompts])["input_ids"].shape[1] + rollout.batch.completion_mask.shape[1]
         tokens = 8 * width  # a micro-batch: 8 sequences of prompt + completion
         shapes = [(tokens, d, 3 * d), (tokens, d, ffn), (tokens, ffn, d), (tokens, d, d)]
+        assert torch.get_num_threads() == threads
         return {"checkpointing": checkpointing, "gflop": counter.get_total_flops() / 1e9, "warmup_s": warmup,
                 "update_s": times, "rss_sampled_mb": rss_sampled, "rss_mb": peak_rss_mb(),
                 "fp32_gflops": matmul_rate(shapes, torch.float32), "bf16_gflops": matmul_rate(shapes, torch.bfloat16),
