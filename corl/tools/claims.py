@@ -193,11 +193,11 @@ def render(results: Mapping[str, Any], claims: Mapping[str, Any] | None = None) 
         regimes["other"] = {"title": "Other recipes", "about": "", "recipes": rest}
     verdicts = results.get("claims", [])
     lines = [f"Seeds {', '.join(map(str, seeds))}. Pass@1, greedy and maj@{k} in % on the evaluated prompts "
-             "(held out, or trained on unlabeled under the test-time protocol), mean ± sd over seeds; *before* is the base (step 0), *best* the best evaluated step; se is the eval "
-             "standard error of pass@1 (sampling, fixed prompts); label / reward acc. are the pseudo-label's and "
-             "the reward's accuracy against the hidden labels over training (monitoring only); reward std and "
-             "length are first -> last quarter of training; phi is the cohort's mean pairwise error correlation "
-             "(greedy answers, last eval).", ""]
+             "(held out, or trained on unlabeled under the test-time protocol), mean ± sd over seeds; *before* is "
+             "the base (step 0), *best* the best evaluated step; se is the eval standard error of pass@1 (sampling, "
+             "fixed prompts); label / reward acc. are the pseudo-label's and the reward's accuracy against the "
+             "hidden labels over training (monitoring only); reward std and length are first -> last quarter of "
+             "training; phi is the cohort's mean pairwise error correlation (greedy answers, last eval).", ""]
     for key, regime in regimes.items():
         names = [r for r in regime["recipes"] if r in results["recipes"]]
         if not names:
