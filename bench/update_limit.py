@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -32,11 +31,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from trl_real import GENERATIONS, PROMPTS, recipe  # noqa: E402 - the benchmark's shared batch
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+from trl_real import GENERATIONS, PROMPTS, peak_rss_mb, recipe  # noqa: E402 - the benchmark's shared batch
 
 
 def matmul_rate(shapes: list[tuple[int, int, int]], dtype, seconds: float = 1.0) -> float:
