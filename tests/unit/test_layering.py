@@ -141,6 +141,7 @@ NOT_COMPONENTS = {
     ("corl.builtin.hf.backend.forward", "_body"): "a transformers model, config or output (attributes differ by architecture and version)",
     ("corl.builtin.hf.backend.forward", "_checkpointed_layers"): "a transformers model, config or output (attributes differ by architecture and version)",
     ("corl.builtin.hf.backend.forward", "_shared"): "a transformers cache's layers",
+    ("corl.builtin.hf.backend.forward", "_outgrows_window"): "a transformers model, config or output (attributes differ by architecture and version)",
     ("corl.builtin.hf.engines", "model_source"): "the agent's transformers model's source path",
     ("corl.builtin.hf.engines", "trainer_logprobs"): "a torch dtype by name",
     ("corl.builtin.hf.models.sources", "_convert"): "a transformers model, config or output (attributes differ by architecture and version)",

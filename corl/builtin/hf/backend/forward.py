@@ -13,8 +13,9 @@ so a layer recomputed in backward (``gradient_checkpointing``) reads the same pr
 layers are told so (transformers otherwise drops a cache from a checkpointed layer, since its usual
 cache grows on every call). Sliding-window layers (Gemma 2 / 3, Mistral) share too: the prompt's
 keys and values are handed over whole and the model's own sliding mask hides those beyond the
-window, as in one pass. Only a prompt longer than its window (whose cache kept the window's tail
-alone), or a cache of another kind, runs its rows whole.
+window, as in one pass. Only a prompt longer than its window (whose cache would keep the window's
+tail alone: known from the config before any pass, and checked on the cache after the prompt pass),
+or a cache of another kind, runs its rows whole.
 
 **Sharded models** run through their root (whose forward gathers the root's own weights:
 embeddings, final norm, output layer) with the output layer on one position only; the body's
@@ -35,8 +36,9 @@ def hidden_states(model, ids, mask, prompt_len: int, *, root: bool, share: bool)
     if share:
         flat = torch.cat([ids[:, :prompt_len], mask[:, :prompt_len]], 1)
         distinct, inverse = torch.unique(flat, dim=0, return_inverse=True)
-        # (a sharded model's passes are collective: every rank of its group takes the same two)
-        if len(distinct) < len(ids) or root:
+        # (a sharded model's passes are collective: every rank of its group takes the same two, so its
+        # prompt pass runs even where the prompts outgrow a window, whatever the other ranks' lengths)
+        if root or (len(distinct) < len(ids) and not _outgrows_window(model, prompt_len)):
             return _shared(model, ids, mask, prompt_len, distinct, inverse, root)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding; GPT-2 needs them explicit
     hidden, _ = _body(model, root, input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False)
@@ -63,6 +65,16 @@ def _shared(model, ids, mask, prompt_len: int, distinct, inverse, root: bool):
         completion, _ = _body(model, root, input_ids=ids[:, prompt_len:], attention_mask=mask,
                               position_ids=positions, use_cache=True, **{_cache_key(model): cache})
     return torch.cat([prompt[inverse, -1:], completion[:, :-1]], 1)
+
+
+def _outgrows_window(model, prompt_len: int) -> bool:
+    """Whether the model's sliding-window layers would keep only the tail of a prompt this long (they
+    keep the last ``window - 1`` positions), read from its config: then the rows run whole without a
+    wasted prompt pass. A config that does not say so is caught after the pass (``_whole_prompt``)."""
+    config = model.config.get_text_config()
+    window = getattr(config, "sliding_window", None)
+    sliding = "sliding_attention" in (getattr(config, "layer_types", None) or ())
+    return sliding and bool(window) and prompt_len >= window
 
 
 def _whole_prompt(layer, prompt_len: int) -> bool:
