@@ -101,8 +101,7 @@ class GivenRewards:
     def corl_register_components(self, registry):
         for name, fn in self.functions.items():
             registry.add("shaping", name, factory_for(fn, name), NoConfig,
-                         help=f"reward function {getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', name)} "
-                              "(handed to corl.run)")
+                         help=f"reward function {name} (handed to corl.run)")
 
 
 def given(functions: Sequence[Any]) -> tuple[GivenRewards, list[dict[str, Any]]]:
@@ -119,7 +118,8 @@ def given(functions: Sequence[Any]) -> tuple[GivenRewards, list[dict[str, Any]]]
                               "or (function, weight)")
         if isinstance(weight, bool) or not isinstance(weight, (int, float)):
             raise ConfigError(f"{where}: weight {weight!r} is not a number")
-        name = getattr(fn, "__name__", "")
+        # a function's own name; a callable object's class name
+        name = fn.__name__ if inspect.isfunction(fn) or inspect.ismethod(fn) else type(fn).__name__
         if not name.isidentifier():
             raise ConfigError(f"{where}: a reward function needs a name of its own (def name(...)), not {name!r}; "
                               "the name labels its metric and its entry in recipe.json")

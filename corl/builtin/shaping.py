@@ -5,7 +5,8 @@ completion (``[[shaping]]`` in a recipe; :class:`corl.protocols.RewardShaping`).
 * ``regex``: 1 when the completion matches a pattern (a format: ``<think>...</think>``), else 0;
 * ``length_penalty``: DAPO's soft overlong punishment, 0 up to ``max_tokens - buffer`` tokens,
   falling linearly to -1 at ``max_tokens``, and -1 beyond;
-* ``reward_model``: a learned reward model's score (:mod:`corl.builtin.hf.reward_model`).
+and, registered by the hf backend, ``reward_model``: a learned reward model's score
+(:mod:`corl.builtin.hf.reward_model`).
 
 None of them reads labels; a term that does declares ``needs_labels = True``.
 """
@@ -112,11 +113,6 @@ def corl_register_components(registry):
                  help="format reward: 1 when the completion boxes its answer in a closed \\boxed{}, else 0")
     registry.add("shaping", "regex", Regex, RegexConfig,
                  help="format reward: 1 when the completion matches `pattern`, else 0")
-    from corl.builtin.hf.reward_model import RewardModel, RewardModelConfig  # (torch is imported when one is built)
-
-    registry.add("shaping", "reward_model", RewardModel, RewardModelConfig,
-                 help="a learned reward model (a sequence-classification folder, one output) scores prompt + "
-                      "completion, batched on the agent's device; with run.peer_reward = false, a judge-style baseline")
     registry.add("shaping", "length_penalty", LengthPenalty, LengthConfig,
                  help="DAPO's soft overlong punishment: 0, then down to -1 over the last `buffer` tokens before "
                       "max_tokens, -1 beyond")

@@ -187,6 +187,9 @@ class Run:
         ``notify=False`` (``corl eval``, outside any run's lifecycle) calls no hook."""
         self.phase = (f"during the final evaluation (after step {step})" if final else
                       f"during the evaluation after step {step}" if step else "during the evaluation before step 1")
+        if (not step or not notify) and self.eval_prompts:  # (a minute on a real model: say what runs)
+            self.log(f"evaluating {len(self.agents)} agent(s) on {len(self.eval_prompts)} held-out prompts (greedy, "
+                     f"and k={self.spec.eval.k} samples each)")
         with self.stop.abandonable(self.layout.world_size == 1):
             return evaluate_run(self, step, notify=notify)
 

@@ -14,12 +14,19 @@ from __future__ import annotations
 import json
 from argparse import Namespace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from corl.atomic import atomic_folder
 from corl.errors import CorlError
 
 _NOT_HUB = ("zoo:", "pypi:", "gguf:", "/", ".", "~")
+
+
+@runtime_checkable
+class Exports(Protocol):
+    """An agent whose plain export differs from its ``save`` (the hf agent with adapters: merged)."""
+
+    def export(self, path: str) -> None: ...
 
 
 def cmd_export(args) -> int:
@@ -41,8 +48,8 @@ def cmd_export(args) -> int:
         with atomic_folder(out) as tmp:
             for slot in run.agents:
                 folder = tmp / slot.name
-                save = getattr(slot.agent, "export", slot.agent.save)  # hf: adapters merged in
-                save(str(folder))
+                agent = slot.agent
+                (agent.export if isinstance(agent, Exports) else agent.save)(str(folder))
                 spec = next(a for a in run.spec.agents if a.name == slot.name)
                 (folder / "README.md").write_text(model_card(slot.name, recipe, spec, step, evals))
                 exported.append(slot.name)

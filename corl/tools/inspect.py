@@ -26,13 +26,10 @@ ADAPTER_CONFIG = "adapter_config.json"  # a peft adapter folder: the base is the
 def trained_folders(run_dir: Path, step: int | None) -> tuple[Path, int]:
     """Each agent's trained weights in a run dir (``checkpoints/final/`` or step ``step``'s
     ``agents/``) and the step they are of."""
-    if step is None:
+    if step is None:  # (a run without the checkpoint observer has no final export: its agents as the recipe builds them)
         final = run_dir / "checkpoints" / "final"
-        if not final.is_dir():
-            raise CorlError(f"{run_dir}: no checkpoints/final (the run has not finished); evaluate a step with "
-                            "--step N, or the base models with --base")
-        summary = final / "summary.json"
-        facts = json.loads(summary.read_text()) if summary.is_file() else {}
+        summary = next((f for f in (final / "summary.json", run_dir / "summary.json") if f.is_file()), None)
+        facts = json.loads(summary.read_text()) if summary is not None else {}
         return final, facts.get("stopped_at") or facts.get("steps") or 0
     folder = run_dir / "checkpoints" / f"step-{step:06d}" / "agents"
     if not folder.is_dir():
@@ -81,6 +78,10 @@ def _build_for_inspection(args, extra: list[str], *, base: bool = False, step: i
         bad = [m for m, sep, path in models if not sep or not path]
         if bad:
             raise CorlError(f"--model {bad[0]!r}: expected NAME=PATH (a zoo: name or a model folder)")
+        for name, _, path in models:  # a hub id is NAME or NAMESPACE/NAME: anything more is a folder
+            local = path.startswith((".", "/", "~")) or path.count("/") > 1 or "\\" in path
+            if ":" not in path and local and not Path(path).expanduser().is_dir():
+                raise CorlError(f"--model {name}={path}: no such folder: {path}")
         data["agents"] = [{**template, "name": name, key: path} for name, _, path in models]
         # nothing trains here: a topology that names the recipe's agents (ring, judge) does not apply
         data["topology"] = {"type": "self"}

@@ -56,11 +56,15 @@ class RewardModel:
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+        from corl.builtin.hf.backend.common import quiet_libraries
+
+        quiet_libraries()
         self.config = config
         folder = str(Path(config.model).expanduser())
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(folder)
-            model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=getattr(torch, config.dtype))
+            dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[config.dtype]
+            model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=dtype)
         except (OSError, ValueError) as exc:
             raise CorlError(f"reward model {config.model}: {str(exc).strip().splitlines()[0]}") from None
         if model.config.num_labels != 1:
@@ -103,6 +107,5 @@ class RewardModel:
 
 
 def _device_of(rollout: Rollout) -> str:
-    """The device of the agent's tokens (an hf rollout's batch), else the CPU."""
-    sequences = getattr(rollout.batch, "sequences", None)
-    return str(sequences.device) if sequences is not None and hasattr(sequences, "device") else "cpu"
+    """The device of the agent's sampled tokens (its rollout's batch), else the CPU."""
+    return "cpu" if rollout.batch is None else str(rollout.batch.completion_ids.device)

@@ -127,7 +127,7 @@ def test_a_supervised_run_hands_labels_to_the_term_that_declares_it(corl_run):
 
 @pytest.mark.parametrize("shaping, problem", [
     ([{"weight": 1.0}], "shaping[0].type: missing; available: answered, boxed, broken, correct, index, length_penalty, "
-                        "regex, short"),
+                        "regex, reward_model, short"),
     ([{"type": "nope"}], "shaping[0].type: unknown shaping 'nope'; available: answered, boxed"),
     ([{"type": "boxed", "weight": "high"}], "shaping[0].weight: expected a number, got 'high'"),
     ([{"type": "boxed", "colour": 1}], "shaping[0].colour: unknown key"),

@@ -26,6 +26,7 @@ from corl.builtin.hf.backend.common import (
     load,
     load_weights,
     measure,
+    quiet_libraries,
     save_loadable,
     save_weights,
 )
@@ -45,9 +46,8 @@ class HFAgent:
     def __init__(self, config: HFAgentConfig, ctx):
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-        from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()  # corl draws its own progress
+        quiet_libraries()
         self.name, self.config = ctx.agent_name, config
         self.longest = None  # the task's longest prompt in this agent's tokens (common.measure)
         who = f"agent {self.name!r}"
@@ -86,6 +86,8 @@ class HFAgent:
         self.group = ctx.group
         self.sharded = sharding.wanted(config, ctx.group)
         self.mesh = sharding.mesh_for(config, ctx.group, who) if self.sharded else None
+        if not config.model.startswith("zoo:"):  # a real model takes a while to load: say so
+            ctx.log(f"{who}: loading {config.model}")
         self.model = self._load()
         if config.gradient_checkpointing:
             # transformers checkpoints layers only in train mode: switch dropout off for good, so

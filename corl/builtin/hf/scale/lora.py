@@ -136,7 +136,7 @@ def load_adapters(peft_model, model, path: str, who: str) -> None:
 
         result = set_peft_model_state_dict(peft_model, load_file(str(folder / ADAPTER_FILE)))
         missing = [k for k in result.missing_keys if is_adapter(k)]
-        unexpected = list(getattr(result, "unexpected_keys", ()))
+        unexpected = list(result.unexpected_keys)
         if missing or unexpected:
             raise CorlError(f"{who}: {folder / ADAPTER_FILE} does not match this agent's adapters (lora.rank, "
                             f"lora.target_modules): {'missing' if missing else 'unexpected'} "
