@@ -82,6 +82,8 @@ def moved_run(request, tmp_path_factory, cache_dir):
     recipe.write_text(RECIPE.replace("MERGED", str(request.param).lower()))
     res = corl("run", str(recipe), "--set", f"run.output_dir={root / 'run'}", cache_dir=cache_dir, allow=True)
     assert res.returncode == 0, res.stderr[-3000:]
+    assert "evaluating 1 agent(s) on 16 held-out prompts (greedy, and k=2 samples each)" in res.stderr
+    assert "Warning" not in res.stderr  # transformers' and peft's are off in runs
     moved = root / "elsewhere" / "run"
     moved.parent.mkdir()
     shutil.move(str(root / "run"), moved)

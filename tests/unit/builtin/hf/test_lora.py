@@ -175,3 +175,14 @@ def test_recipe_mistakes_name_the_key(task, cache_dir):
     assert "with adapters only the adapters train already" in errors({"lora": {"rank": 4}, "freeze_embeddings": True})
     with pytest.raises(CorlError, match=r"agent 'llama-tiny': lora.target_modules: .*nope"):
         agent_for(task, lora=LoraSettings(rank=2, target_modules=("nope",)))
+
+
+def test_loading_a_model_that_is_no_zoo_model_says_so(task, tmp_path):
+    """A real model takes a while to load: the run says which (a zoo model's warm-start says so itself)."""
+    from corl.builtin.hf.models.sources import resolve
+    from tests.kit import context
+
+    said = []
+    folder = resolve("zoo:llama-add3")  # a local Hugging Face folder, as a user's own model is
+    HFAgent(HFAgentConfig(model=folder), context(agent_name="mine", task=task, log=said.append))
+    assert said == [f"agent 'mine': loading {folder}"]
