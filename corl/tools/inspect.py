@@ -41,11 +41,11 @@ def trained_folders(run_dir: Path, step: int | None) -> tuple[Path, int]:
 
 
 def _build_for_inspection(args, extra: list[str], *, base: bool = False, step: int | None = None):
-    """A Run whose components are built (models loaded, nothing trained) for eval / cohort, the step
-    its agents' weights are of and the adapter folders loaded (by agent). An agent's weights are replaced (a run dir's trained ones
-    unless ``base``, or ``--model``) through the key its type declares for them
-    (:class:`corl.protocols.AgentTraits` ``model_key``); an adapter folder (LoRA) is loaded into the
-    recipe's base model instead (``Agent.load_state``)."""
+    """A Run whose components are built (models loaded, nothing trained) for eval / cohort / export,
+    the step its agents' weights are of, and the adapter folders loaded (by agent). An agent's
+    weights are replaced (a run dir's trained ones unless ``base``, or ``--model``) through the key
+    its type declares for them (:class:`corl.protocols.AgentTraits` ``model_key``); an adapter
+    folder (LoRA) is loaded into the recipe's base model instead (``Agent.load_state``)."""
     from corl.plugins import make_plugin_manager, registry_of
     from corl.recipe.schema import DEFAULT_TYPES
     from corl.runtime import Run, prepare
@@ -104,7 +104,11 @@ def _build_for_inspection(args, extra: list[str], *, base: bool = False, step: i
                                 f"({ADAPTER_CONFIG}): a sharded agent's checkpoint holds shards that only --resume "
                                 "reads; evaluate its final export")
     data.pop("observers", None)  # [observers.NAME] tables: not attached here, so their plugins need not be installed
-    data.pop("shaping", None)  # evaluation never calls a reward term (an import path's would need CORL_ALLOW_IMPORT_PATHS)
+    # evaluation never calls a reward term (an import path's would need CORL_ALLOW_IMPORT_PATHS, a function
+    # handed to corl.run is not registered here), and nothing is paid: run.peer_reward does not apply
+    data.pop("shaping", None)
+    if isinstance(data.get("run"), dict):
+        data["run"].pop("peer_reward", None)
     pm, spec = prepare(data, [*overrides, "run.observers=[]", "run.steps=0", *extra], source=source, pm=pm)
     spec = attrs.evolve(spec, observers=())  # (a table added by --set is validated, then left out too)
     run = Run(spec, pm=pm)

@@ -96,6 +96,9 @@ def test_eval_reads_a_lora_runs_adapters_final_and_at_a_step(moved_run, cache_di
     assert evals[2]["llama"] != evals[0]["llama"]  # the adapters did change the model: the check below means something
     final = json.loads((moved_run / "checkpoints" / "final" / "llama" / "adapter_config.json").read_text())
     assert final["base_model_name_or_path"] == "zoo:llama-add3"  # the recipe's name, not a local folder
+    for folder in (moved_run / "checkpoints" / "final" / "llama", moved_run / "checkpoints" / "step-000001" / "agents" / "llama"):
+        assert all("base_model: zoo:llama-add3" in (folder / "README.md").read_text() and "/" not in line
+                   for line in (folder / "adapter_config.json").read_text().splitlines() if "base_model" in line)
     res = corl("eval", str(moved_run), "--json", "--samples", "2", cache_dir=cache_dir)
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout)

@@ -118,10 +118,18 @@ def save_adapters(peft_model, model, tokenizer, path: str, keep: bool) -> None:
     """The adapter folder peft loads (``adapter_config.json``, ``adapter_model.safetensors``) and the
     tokenizer, written where ``keep`` (every rank of a sharded agent gathers)."""
     state = adapter_state(model, keep=keep)
-    if keep:
+    if not keep:
+        return
+    # peft's model card names the base by the model's name_or_path (the local folder it was loaded
+    # from): while saving, it is the recipe's source, as the adapter config says
+    loaded_from = model.name_or_path, model.config._name_or_path
+    model.name_or_path = model.config._name_or_path = next(iter(peft_model.peft_config.values())).base_model_name_or_path
+    try:
         # (no embedding layers: all-linear leaves them out, and "auto" would look the base up by its name)
         peft_model.save_pretrained(path, state_dict=state, save_embedding_layers=False)
-        tokenizer.save_pretrained(path)
+    finally:
+        model.name_or_path, model.config._name_or_path = loaded_from
+    tokenizer.save_pretrained(path)
 
 
 def load_adapters(peft_model, model, path: str, who: str) -> None:

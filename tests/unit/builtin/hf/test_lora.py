@@ -112,6 +112,8 @@ def test_a_checkpoint_holds_the_adapters_alone_and_restores_them(task, cache_dir
     assert saved and all(".lora_" in name for name in saved)
     config = json.loads((tmp_path / "state" / "adapter_config.json").read_text())
     assert config["base_model_name_or_path"] == "zoo:llama-tiny"  # the recipe's name, no local path
+    card = (tmp_path / "state" / "README.md").read_text()
+    assert "base_model: zoo:llama-tiny" in card and str(agent.model.name_or_path) not in card
     fresh = agent_for(task, lora=LORA)
     fresh.load_state(str(tmp_path / "state"))
     assert torch.equal(logprobs(fresh, rollout), logprobs(agent, rollout))

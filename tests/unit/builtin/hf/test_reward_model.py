@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 
+import corl
 from corl.builtin.hf.reward_model import RewardModel, RewardModelConfig
 from corl.errors import ConfigError, CorlError
 from corl.plugins import build_registry, make_plugin_manager
@@ -71,8 +72,6 @@ class Recording(FakeOptimizer):
 
 
 class Plugin:
-    import corl
-
     @corl.hookimpl
     def corl_register_components(self, registry):
         registry.add("optimizer", "recording", Recording, FakeOptimizerConfig)
