@@ -192,7 +192,8 @@ def test_a_cli_run_off_a_terminal_writes_progress_lines(tmp_path, fakes_installe
     assert progress[0].startswith("co-rl tiny: step 1/20 (5%), ") and " s/step, ETA " in progress[0]
     assert "a: r=" in progress[-1] and "b: r=" in progress[-1]
     assert f"step 10: checkpoint {tmp_path / 'out' / 'checkpoints' / 'step-000010'}" in err
-    assert err[0].startswith("eval step 0: a pass@1=")
+    assert err[0] == "evaluating 2 agent(s) on 32 held-out prompts (greedy, and k=4 samples each)"  # not silent
+    assert err[1].startswith("eval step 0: a pass@1=")
     assert "held-out accuracy before -> after 20 steps" in res.stdout  # the table is the result: stdout
 
 
