@@ -85,7 +85,7 @@ def model_card(name: str, recipe: dict[str, Any], spec, step: int, evals: dict[i
     if source and not source.startswith(_NOT_HUB) and source.count("/") == 1:
         header.append(f"base_model: {source}")
     header.append("---")
-    trained = "frozen (not trained)" if spec.frozen else f"trained for {step} steps"
+    trained = "frozen (not trained)" if spec.frozen else f"trained for {step} step{'' if step == 1 else 's'}"
     lines = [*header, "", f"# {run.get('name', 'corl run')}: {name}", "",
              f"Agent `{name}` of a corl (Co-RL) run, {trained}: recipe `{run.get('name')}`, seed {run.get('seed')}, "
              f"{run.get('steps')} steps planned, topology `{recipe.get('topology', {}).get('type')}`, "
