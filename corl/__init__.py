@@ -63,7 +63,7 @@ def load_recipe(recipe: str | os.PathLike[str] | Mapping[str, Any], overrides: S
 def run(recipe: str | os.PathLike[str] | Mapping[str, Any] | RunSpec, overrides: Sequence[str] = (), *,
         task: Task | None = None, aggregator: Aggregator | None = None, router: RewardRouter | None = None,
         plugins: Sequence[Any] = (), resume: bool = False, force: bool = False,
-        autoload: bool | None = None) -> dict[str, Any]:
+        autoload: bool | None = None, rewards: Sequence[Any] = ()) -> dict[str, Any]:
     """Run Co-RL from a recipe and return the summary (what ``summary.json`` holds).
 
     ``recipe``: a recipe file, a shipped recipe's name or a run dir, as ``corl run`` takes them; a
@@ -76,8 +76,12 @@ def run(recipe: str | os.PathLike[str] | Mapping[str, Any] | RunSpec, overrides:
     registered for this run only. ``resume``, ``force``: ``corl run``'s ``--resume`` (continue from
     the newest checkpoint in the output dir) and ``--force`` (replace an earlier run there; with
     ``resume``, resume even though the recipe changed, but never with other component objects).
+    ``rewards``: reward functions with TRL's ``reward_funcs`` signature (``fn(prompts, completions,
+    **kwargs) -> list[float]``), each, or ``(fn, weight)``, a ``[[shaping]]`` term named after the
+    function, no import path or environment variable needed (:mod:`corl.rewards`); with
+    ``run.peer_reward = false`` they are the whole reward.
     """
     from corl.runtime import run
 
     return run(recipe, overrides, task=task, aggregator=aggregator, router=router, plugins=plugins, resume=resume,
-               force=force, autoload=autoload)
+               force=force, autoload=autoload, rewards=rewards)

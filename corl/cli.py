@@ -1,4 +1,4 @@
-"""``corl`` command line: run | validate | data | eval | cohort | compare | report | plugins | env | recipes.
+"""``corl`` command line: run | validate | data | eval | cohort | export | compare | report | plugins | env | recipes.
 
 User mistakes (:class:`corl.errors.CorlError`) print one line per problem, no traceback, exit 2.
 """
@@ -153,6 +153,12 @@ def cmd_cohort(args) -> int:
     return cmd_cohort(args)
 
 
+def cmd_export(args) -> int:
+    from corl.tools.export import cmd_export
+
+    return cmd_export(args)
+
+
 def cmd_env(args) -> int:
     from corl.tools.env import cmd_env
 
@@ -203,6 +209,8 @@ def parser() -> argparse.ArgumentParser:
             sp.add_argument("--k", type=int, default=0, help="samples per prompt for pass@1 / maj@k (default: eval.k)")
             sp.add_argument("--size", type=int, default=None, help="held-out prompts (default: eval.size)")
             sp.add_argument("--base", action="store_true", help="with a run dir: evaluate the base models, not the final ones")
+            sp.add_argument("--step", type=int, default=None, metavar="N",
+                            help="with a run dir: evaluate step N's checkpoint (checkpoints/step-N), not the final export")
             sp.add_argument("--samples", type=int, default=0, metavar="N",
                             help="with --json: include each agent's first N evaluated completions (prompt, text, "
                                  "extracted answer, maj@k label, hidden label)")
@@ -225,6 +233,14 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--tabulate", action="store_true",
                     help="run nothing: tabulate the finished runs in --out (unfinished recipes are left out)")
     sp.set_defaults(fn=cmd_compare)
+    sp = sub.add_parser("export", help="write each agent of a run as a portable Hugging Face folder with a model card")
+    sp.add_argument("run_dir", help="a run dir")
+    sp.add_argument("out", help="the folder to write (OUT/<agent>/ per agent); must not exist or be empty")
+    sp.add_argument("--step", type=int, default=None, metavar="N",
+                    help="export step N's checkpoint (checkpoints/step-N), not the final export")
+    sp.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
+                    help="override a recipe key (e.g. agents[0].device=cpu)")
+    sp.set_defaults(fn=cmd_export)
     sp = sub.add_parser("report", help="render a run's curves and cohort heatmaps (PNG + HTML/Markdown)")
     sp.add_argument("run_dir")
     sp.set_defaults(fn=cmd_report)

@@ -120,6 +120,10 @@ class Progress:
             self.last_logged = now
             self.log.info(self.line(now))
 
+    def restart_clock(self) -> None:
+        """Time the units from now on (what came before, e.g. an evaluation, is no unit's time)."""
+        self.started = self.last_logged = self.clock()
+
     def line(self, now: float | None = None) -> str:
         now = self.clock() if now is None else now
         elapsed, moved = now - self.started, self.done - self.start_done

@@ -44,6 +44,8 @@ class ConsoleObserver:
     def corl_on_eval_end(self, run, step, results):
         text = "  ".join(f"{n} pass@1={r['pass@1']:.3f}" for n, r in results.items())
         self.log.info(f"eval step {step}: {text}")
+        if self.progress is not None and self.progress.done == self.progress.start_done:
+            self.progress.restart_clock()  # the evaluation before the first step is no step time (the ETA)
 
     @hookimpl
     def corl_on_run_failed(self, run, error):

@@ -4,7 +4,9 @@ completion (``[[shaping]]`` in a recipe; :class:`corl.protocols.RewardShaping`).
 * ``boxed``: 1 when the completion states its answer in a closed ``\\boxed{...}``, else 0;
 * ``regex``: 1 when the completion matches a pattern (a format: ``<think>...</think>``), else 0;
 * ``length_penalty``: DAPO's soft overlong punishment, 0 up to ``max_tokens - buffer`` tokens,
-  falling linearly to -1 at ``max_tokens``, and -1 beyond.
+  falling linearly to -1 at ``max_tokens``, and -1 beyond;
+and, registered by the hf backend, ``reward_model``: a learned reward model's score
+(:mod:`corl.builtin.hf.reward_model`).
 
 None of them reads labels; a term that does declares ``needs_labels = True``.
 """

@@ -45,6 +45,10 @@ class RunSection:
                                                "starts in, not to the recipe file (data paths are)"})
     threads: int = attrs.field(default=0, validator=attrs.validators.ge(0),
                                metadata={H: "torch CPU threads (0: all cores)"})
+    peer_reward: bool = attrs.field(default=True, metadata={
+        H: "false: no peer reward; the [[shaping]] terms (and corl.run's rewards= functions) are the whole reward "
+           "(supervised RLVR with a custom verifier, a reward model alone); votes and pseudo-labels are still "
+           "measured"})
     supervised: bool = attrs.field(default=False, metadata={
         H: "declare the run supervised: required for (and only allowed with) a router that reads labels"})
     protocol: Literal["held_out", "test_time"] = attrs.field(default="held_out", metadata={

@@ -300,6 +300,9 @@ def _shaping(registry: Registry, data: Any, run: RunSection | None, errors: Erro
     if not isinstance(data, list) or not all(isinstance(x, Mapping) for x in data):
         errors.add("shaping", f"expected [[shaping]] tables, got {data!r}")
         return ()
+    if run is not None and not run.peer_reward and not data:
+        errors.add("run.peer_reward", "false leaves no reward: add [[shaping]] terms (or pass reward functions: "
+                                      "corl.run(..., rewards=[fn])), or set it to true")
     out, seen = [], {}
     for i, raw in enumerate(data):
         path = f"shaping[{i}]"

@@ -187,6 +187,9 @@ class Run:
         ``notify=False`` (``corl eval``, outside any run's lifecycle) calls no hook."""
         self.phase = (f"during the final evaluation (after step {step})" if final else
                       f"during the evaluation after step {step}" if step else "during the evaluation before step 1")
+        if (not step or not notify) and self.eval_prompts:  # (a minute on a real model: say what runs)
+            self.log(f"evaluating {len(self.agents)} agent(s) on {len(self.eval_prompts)} held-out prompts (greedy, "
+                     f"and k={self.spec.eval.k} samples each)")
         with self.stop.abandonable(self.layout.world_size == 1):
             return evaluate_run(self, step, notify=notify)
 
@@ -341,12 +344,36 @@ def prepare(recipe: Recipe, overrides: Sequence[str] = (), *, plugins: Sequence[
 
 def run(recipe: Recipe, overrides: Sequence[str] = (), *, task: Task | None = None,
         aggregator: Aggregator | None = None, router: RewardRouter | None = None, plugins: Sequence[Any] = (),
-        resume: bool = False, force: bool = False, autoload: bool | None = None) -> dict[str, Any]:
+        resume: bool = False, force: bool = False, autoload: bool | None = None,
+        rewards: Sequence[Any] = ()) -> dict[str, Any]:
     """The implementation of :func:`corl.run`, documented there."""
     given = {"task": task, "aggregator": aggregator, "router": router}
+    source = None
+    if rewards:  # reward function objects: registered for this run, named by [[shaping]] tables added to the recipe
+        recipe, overrides, source, plugins = _with_rewards(recipe, list(overrides), rewards, plugins)
     pm, spec = prepare(recipe, overrides, plugins=plugins, objects=[k for k, v in given.items() if v is not None],
-                       autoload=autoload)
+                       autoload=autoload, source=source)
     return Run(spec, pm=pm, resume=resume, force=force, **given).execute()
+
+
+def _with_rewards(recipe: Recipe, overrides: list[str], functions: Sequence[Any], plugins: Sequence[Any]):
+    """The recipe's table with a ``[[shaping]]`` entry per reward function (one it names already, as a
+    resumed run's ``recipe.json`` does, is kept as it is) and the plugin that registers them."""
+    from corl import rewards as rewards_mod
+
+    if isinstance(recipe, recipe_mod.RunSpec):
+        raise CorlError("rewards=: give the recipe as a file, a name, a run dir or a table, not a RunSpec")
+    plugin, tables = rewards_mod.given(functions)
+    source = None
+    if isinstance(recipe, (str, os.PathLike)):
+        recipe, overrides, source = resolve(os.fspath(recipe), overrides)
+        if isinstance(recipe, str):
+            recipe, source = recipe_mod.read_toml(recipe), recipe
+    data = dict(recipe)
+    terms = list(data.get("shaping", []))
+    named = {t.get("type") for t in terms if isinstance(t, Mapping)}
+    data["shaping"] = terms + [t for t in tables if t["type"] not in named]
+    return data, overrides, source, [*plugins, plugin]
 
 
 __all__ = ["Run", "prepare", "run"]

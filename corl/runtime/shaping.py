@@ -4,6 +4,9 @@ exchanged with the votes, and after routing every completion's reward becomes
 
     reward = peer reward (the router's) + sum over terms of weight * value
 
+or, with ``run.peer_reward = false``, the sum over terms alone (then ``reward_mean`` and the health
+checks read that reward, since nothing else is paid).
+
 The peer reward stays the label-free core: the label-free metrics and health checks read it
 (``reward_mean``, ``reward_std``, ``reward_accuracy``), the optimizer trains on the sum, reported
 as ``shaped_reward_mean`` / ``shaped_reward_std`` beside each term's mean (``shaping/<name>``).
@@ -38,11 +41,13 @@ def score(run, rollout: Rollout, votes: Sequence[Sequence[Vote]]) -> dict[str, G
 
 
 def add(rewards: Mapping[str, Sequence[Sequence[float]]], terms: Mapping[str, Mapping[str, Grid]],
-        weights: Mapping[str, float]) -> dict[str, Grid]:
-    """The router's rewards plus each term's values times its weight, per agent, prompt and sample."""
+        weights: Mapping[str, float], *, peer: bool = True) -> dict[str, Grid]:
+    """The router's rewards plus each term's values times its weight, per agent, prompt and sample;
+    without ``peer`` (``run.peer_reward = false``) the weighted terms alone."""
     if not weights:
         return {name: [list(row) for row in rows] for name, rows in rewards.items()}
-    return {name: [[r + sum(w * terms[name][term][p][s] for term, w in weights.items()) for s, r in enumerate(row)]
+    return {name: [[(r if peer else 0.0) + sum(w * terms[name][term][p][s] for term, w in weights.items())
+                    for s, r in enumerate(row)]
                    for p, row in enumerate(rows)]
             for name, rows in rewards.items()}
 

@@ -67,7 +67,7 @@ def train_step(run, step: int) -> StepMetrics:
         routed = run.router.route(votes, labels, verifier, run.aggregator, truth if spec.run.supervised else None)
     routed, nonfinite_rewards = check_routed(routed, votes, labels, run.who("router"))
     peer = routed.rewards
-    rewards = shaping.add(peer, terms, {t.name: t.weight for t in spec.shaping})
+    rewards = shaping.add(peer, terms, {t.name: t.weight for t in spec.shaping}, peer=spec.run.peer_reward)
     route_time = (time.perf_counter() - t0) / len(votes)
 
     # 5. Update each trained agent held here on its first n_train samples of every prompt its router did
@@ -105,8 +105,9 @@ def train_step(run, step: int) -> StepMetrics:
                for name, per_rank in layout.gather(local, f"step {step}: exchanging metrics").items()}
     for name, m in metrics.items():
         m["time/vote_route"] = route_time
-        m.update(vote_metrics(votes[name], labels[name], routed.targets[name], routed.skipped[name], peer[name],
-                              truth, verifier, n_train))  # the peer reward
+        paid = peer[name] if spec.run.peer_reward else rewards[name]  # the peer reward, or the terms that replace it
+        m.update(vote_metrics(votes[name], labels[name], routed.targets[name], routed.skipped[name], paid,
+                              truth, verifier, n_train))
         m.update(shaping.metrics(terms[name], rewards[name], n_train))
         m.update(routed.metrics.get(name, {}))
         m.update(cohort_metrics.get(name, {}))

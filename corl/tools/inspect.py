@@ -20,16 +20,40 @@ from corl.errors import CorlError
 from corl.recipe.locate import resolve
 
 
-def _build_for_inspection(args, extra: list[str], *, base: bool = False):
-    """A Run whose components are built (models loaded, nothing trained) for eval / cohort. An
-    agent's weights are replaced (a run dir's exported ones unless ``base``, or ``--model``) through
-    the key its type declares for them (:class:`corl.protocols.AgentTraits` ``model_key``)."""
+ADAPTER_CONFIG = "adapter_config.json"  # a peft adapter folder: the base is the recipe's, the adapters are loaded into it
+
+
+def trained_folders(run_dir: Path, step: int | None) -> tuple[Path, int]:
+    """Each agent's trained weights in a run dir (``checkpoints/final/`` or step ``step``'s
+    ``agents/``) and the step they are of."""
+    if step is None:  # (a run without the checkpoint observer has no final export: its agents as the recipe builds them)
+        final = run_dir / "checkpoints" / "final"
+        summary = next((f for f in (final / "summary.json", run_dir / "summary.json") if f.is_file()), None)
+        facts = json.loads(summary.read_text()) if summary is not None else {}
+        return final, facts.get("stopped_at") or facts.get("steps") or 0
+    folder = run_dir / "checkpoints" / f"step-{step:06d}" / "agents"
+    if not folder.is_dir():
+        kept = sorted(int(p.name[5:]) for p in (run_dir / "checkpoints").glob("step-*") if p.name[5:].isdigit()) \
+            if (run_dir / "checkpoints").is_dir() else []
+        raise CorlError(f"--step {step}: {run_dir} holds no checkpoint of step {step}; kept: "
+                        f"{', '.join(map(str, kept)) or 'none'} (run.keep_checkpoints keeps the newest)")
+    return folder, step
+
+
+def _build_for_inspection(args, extra: list[str], *, base: bool = False, step: int | None = None):
+    """A Run whose components are built (models loaded, nothing trained) for eval / cohort / export,
+    the step its agents' weights are of, and the adapter folders loaded (by agent). An agent's
+    weights are replaced (a run dir's trained ones unless ``base``, or ``--model``) through the key
+    its type declares for them (:class:`corl.protocols.AgentTraits` ``model_key``); an adapter
+    folder (LoRA) is loaded into the recipe's base model instead (``Agent.load_state``)."""
     from corl.plugins import make_plugin_manager, registry_of
     from corl.recipe.schema import DEFAULT_TYPES
     from corl.runtime import Run, prepare
 
     data, overrides, source = resolve(args.target, args.set)
     run_dir = Path(args.target) if Path(args.target).is_dir() else None
+    if step is not None and run_dir is None:
+        raise CorlError(f"--step {step}: give a run dir, not a recipe ({args.target})")
     if isinstance(data, str):
         from corl.recipe import read_toml
 
@@ -41,34 +65,58 @@ def _build_for_inspection(args, extra: list[str], *, base: bool = False):
         kind = agent.get("type", DEFAULT_TYPES["agent"]) if isinstance(agent, dict) else None
         return registry.get("agent", kind).traits.model_key if registry.has("agent", kind) else ""
 
+    adapters: dict[str, Path] = {}
+    at = 0
     if args.model:  # evaluate exactly these models, set up like the first agent
         first = data["agents"][0]
         key = model_key(first)
         if not key:
             raise CorlError(f"--model: agent type {first.get('type', DEFAULT_TYPES['agent'])!r} names no model to "
                             "replace (it declares no model_key); evaluate the recipe's own agents")
-        template = {k: v for k, v in first.items() if k not in ("name", key, "optimizer", "frozen")}
+        template = {k: v for k, v in first.items() if k not in ("name", key, "optimizer", "frozen", "lora")}
         models = [m.partition("=") for m in args.model]
         bad = [m for m, sep, path in models if not sep or not path]
         if bad:
             raise CorlError(f"--model {bad[0]!r}: expected NAME=PATH (a zoo: name or a model folder)")
+        for name, _, path in models:  # a hub id is NAME or NAMESPACE/NAME: anything more is a folder
+            local = path.startswith((".", "/", "~")) or path.count("/") > 1 or "\\" in path
+            if ":" not in path and local and not Path(path).expanduser().is_dir():
+                raise CorlError(f"--model {name}={path}: no such folder: {path}")
         data["agents"] = [{**template, "name": name, key: path} for name, _, path in models]
         # nothing trains here: a topology that names the recipe's agents (ring, judge) does not apply
         data["topology"] = {"type": "self"}
         data.setdefault("run", {})["supervised"] = False
     elif run_dir is not None and not base:
-        final = run_dir / "checkpoints" / "final"
+        trained, at = trained_folders(run_dir, step)
         for agent in data["agents"]:
+            folder = trained / agent["name"]
+            if not folder.is_dir():
+                continue  # (a frozen agent's is its base)
+            if (folder / ADAPTER_CONFIG).is_file():
+                adapters[agent["name"]] = folder  # the recipe's base, these adapters on it
+                continue
             # the trained weights, read by the same agent type (one whose type declares where it names them)
             key = model_key(agent)
-            if key and (final / agent["name"]).is_dir():
-                agent[key] = str(final / agent["name"])
+            if key and (folder / "config.json").is_file():
+                agent[key] = str(folder)
+            elif key:
+                raise CorlError(f"{folder}: neither a Hugging Face folder (config.json) nor an adapter folder "
+                                f"({ADAPTER_CONFIG}): a sharded agent's checkpoint holds shards that only --resume "
+                                "reads; evaluate its final export")
     data.pop("observers", None)  # [observers.NAME] tables: not attached here, so their plugins need not be installed
+    # evaluation never calls a reward term (an import path's would need CORL_ALLOW_IMPORT_PATHS, a function
+    # handed to corl.run is not registered here), and nothing is paid: run.peer_reward does not apply
+    data.pop("shaping", None)
+    if isinstance(data.get("run"), dict):
+        data["run"].pop("peer_reward", None)
     pm, spec = prepare(data, [*overrides, "run.observers=[]", "run.steps=0", *extra], source=source, pm=pm)
     spec = attrs.evolve(spec, observers=())  # (a table added by --set is validated, then left out too)
     run = Run(spec, pm=pm)
     run.setup()
-    return run
+    for slot in run.agents:
+        if slot.name in adapters:
+            slot.agent.load_state(str(adapters[slot.name]))
+    return run, at, {name: str(folder) for name, folder in adapters.items()}
 
 
 def cmd_eval(args) -> int:
@@ -77,14 +125,16 @@ def cmd_eval(args) -> int:
     extra = [f"eval.k={args.k}"] if args.k else []
     extra += [f"eval.size={args.size}"] if args.size is not None else []
     extra += [f"run.log_completions={args.samples}"]
-    run = _build_for_inspection(args, extra, base=args.base)
+    if args.step is not None and (args.base or args.model):
+        raise CorlError(f"--step {args.step}: evaluates a run dir's step checkpoint; not with --base or --model")
+    run, step, adapters = _build_for_inspection(args, extra, base=args.base, step=args.step)
     try:
-        return _eval(run, args)
+        return _eval(run, args, step, adapters)
     finally:
         run.close()  # engine processes (a vllm sampler's) end with the command
 
 
-def _eval(run, args) -> int:
+def _eval(run, args, step: int, adapters: dict[str, str]) -> int:
     from corl.recipe import model_facts, to_dict
 
     ev = run.spec.eval
@@ -93,12 +143,14 @@ def _eval(run, args) -> int:
     settings = {"prompts": len(run.eval_prompts), "k": ev.k, "temperature": ev.temperature,
                 "greedy": "temperature 0 (argmax), 1 sample",
                 "samplers": {a.name: resolved[a.name]["sampler"] for a in agents},  # each as its type's keys say
-                "models": {a.name: model_facts(run.registry, a).model or a.agent.type for a in agents}}
+                "models": {a.name: adapters.get(a.name) or model_facts(run.registry, a).model or a.agent.type
+                           for a in agents},
+                "step": step}
     with run.verifier.armed():
-        results = run.evaluate(0, notify=False)
-    cohort = run.cohorts.get(0)
+        results = run.evaluate(step, notify=False)  # (the step labels the samples; the draw is the same at every step)
+    cohort = run.cohorts.get(step)
     if args.json:
-        extra = {"samples": run.eval_samples.get(0, [])} if args.samples else {}
+        extra = {"samples": run.eval_samples.get(step, [])} if args.samples else {}
         print(json.dumps({"settings": settings, "results": results, "cohort": cohort, **extra}, indent=2))
         return 0
     print(f"{settings['prompts']} held-out prompts; pass@1 and maj@{ev.k} from {ev.k} samples at temperature "
@@ -130,7 +182,7 @@ def _print_matrices(cohort) -> None:
 def cmd_cohort(args) -> int:
     if args.prompts < 1:
         raise CorlError(f"--prompts {args.prompts}: must be at least 1")
-    run = _build_for_inspection(args, [])
+    run, _, _ = _build_for_inspection(args, [])
     try:
         return _cohort(run, args)
     finally:

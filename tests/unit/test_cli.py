@@ -146,3 +146,9 @@ def test_eval_of_a_run_of_agents_that_name_no_model(plugin_agents, tmp_path, cap
         from corl.tools.inspect import _build_for_inspection
 
         _build_for_inspection(parser().parse_args(["eval", str(recipe), "--model", "x=somewhere"]), [])
+
+
+def test_a_mistyped_local_model_path_is_no_such_folder(capsys):
+    path = "runs/nope/checkpoints/final/llama"
+    assert main(["eval", "three_agent_ring", "--model", f"tuned={path}"]) == 2
+    assert capsys.readouterr().err.strip() == f"corl: error: --model tuned={path}: no such folder: {path}"

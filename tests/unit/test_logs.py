@@ -192,7 +192,8 @@ def test_a_cli_run_off_a_terminal_writes_progress_lines(tmp_path, fakes_installe
     assert progress[0].startswith("co-rl tiny: step 1/20 (5%), ") and " s/step, ETA " in progress[0]
     assert "a: r=" in progress[-1] and "b: r=" in progress[-1]
     assert f"step 10: checkpoint {tmp_path / 'out' / 'checkpoints' / 'step-000010'}" in err
-    assert err[0].startswith("eval step 0: a pass@1=")
+    assert err[0] == "evaluating 2 agent(s) on 32 held-out prompts (greedy, and k=4 samples each)"  # not silent
+    assert err[1].startswith("eval step 0: a pass@1=")
     assert "held-out accuracy before -> after 20 steps" in res.stdout  # the table is the result: stdout
 
 
@@ -202,3 +203,46 @@ def test_cli_log_level_is_set_by_environment(tmp_path, fakes_installed):
     res = subprocess.run([sys.executable, "-m", "corl.cli", "run", str(tmp_path / "r.toml"), "--set",
                           f"run.output_dir='{tmp_path / 'out'}'"], capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode == 0 and res.stderr == "", res.stderr
+
+
+def test_the_first_eta_leaves_the_evaluation_before_step_1_out(caplog, monkeypatch):
+    from types import SimpleNamespace
+
+    from corl.builtin.observers import ConsoleObserver
+
+    monkeypatch.setattr(logs, "interactive", lambda: False)
+    clock, console = Clock(), ConsoleObserver()
+    with caplog.at_level(logging.INFO, logger="corl"):
+        console.progress = logs.Progress("co-rl x", 10, clock=clock, percent=10, log=console.log)
+        clock.now += 60  # the evaluation before step 1 (a real model: a minute)
+        console.corl_on_eval_end(run=None, step=0, results={"a": {"pass@1": 0.5}})
+        clock.now += 2
+        console.corl_on_step_end(run=None, step=1, metrics=SimpleNamespace(agents={"a": {"reward_mean": 0.25}}))
+        clock.now += 30  # a later evaluation is not taken out: the ETA includes the ones to come
+        console.corl_on_eval_end(run=None, step=1, results={"a": {"pass@1": 0.5}})
+        console.corl_on_step_end(run=None, step=2, metrics=SimpleNamespace(agents={"a": {"reward_mean": 0.25}}))
+    lines = [r.getMessage() for r in caplog.records]
+    assert "co-rl x: step 1/10 (10%), 2s elapsed, 2.00 s/step, ETA 18s  a: r=0.25" in lines
+    assert "co-rl x: step 2/10 (20%), 32s elapsed, 16.00 s/step, ETA 2m08s  a: r=0.25" in lines
+
+
+@pytest.mark.parametrize("debug", ["", "1"])
+def test_transformers_and_peft_warnings_are_off_in_runs_unless_debugging(monkeypatch, debug):
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    from corl.builtin.hf.backend.common import quiet_libraries
+
+    monkeypatch.setenv("CORL_DEBUG", debug)
+    before = hf_logging.get_verbosity()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        quiet_libraries()
+        for module in ("transformers.modeling_utils", "peft.utils.save_and_load", "corl.mine"):
+            warnings.warn_explicit("deprecated", FutureWarning, "x.py", 1, module=module)
+    try:
+        assert [w.filename for w in caught] == (["x.py"] if not debug else ["x.py"] * 3)
+        assert (hf_logging.get_verbosity() == hf_logging.ERROR) == (not debug)
+    finally:
+        hf_logging.set_verbosity(before)

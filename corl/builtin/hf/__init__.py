@@ -21,6 +21,7 @@ from __future__ import annotations
 from corl.builtin.hf.backend import make_agent, make_sampler
 from corl.builtin.hf.backend.config import HFAgentConfig, HFSamplerConfig
 from corl.builtin.hf.models.config import ZooConfig
+from corl.builtin.hf.reward_model import RewardModel, RewardModelConfig
 from corl.builtin.hf.vision import make_vision_agent, make_vision_sampler
 from corl.builtin.hf.vision.config import HFVisionAgentConfig, VisionSamplerConfig
 from corl.hookspecs import hookimpl
@@ -48,4 +49,7 @@ def corl_register_components(registry):
                  help="transformers image-text-to-text model (LLaVA, Idefics3, Qwen2-VL, ...)")
     registry.add("sampler", "hf_vision", make_vision_sampler, VisionSamplerConfig,
                  help="batched generate with each row's image inputs (no stop strings)")
+    registry.add("shaping", "reward_model", RewardModel, RewardModelConfig,
+                 help="a learned reward model (a sequence-classification folder, one output) scores prompt + "
+                      "completion, batched on the agent's device; with run.peer_reward = false, a judge-style baseline")
     registry.add_section("zoo", ZooConfig, help="how zoo: models are warm-started (every zoo: agent of the recipe)")

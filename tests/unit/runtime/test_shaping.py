@@ -127,7 +127,7 @@ def test_a_supervised_run_hands_labels_to_the_term_that_declares_it(corl_run):
 
 @pytest.mark.parametrize("shaping, problem", [
     ([{"weight": 1.0}], "shaping[0].type: missing; available: answered, boxed, broken, correct, index, length_penalty, "
-                        "regex, short"),
+                        "regex, reward_model, short"),
     ([{"type": "nope"}], "shaping[0].type: unknown shaping 'nope'; available: answered, boxed"),
     ([{"type": "boxed", "weight": "high"}], "shaping[0].weight: expected a number, got 'high'"),
     ([{"type": "boxed", "colour": 1}], "shaping[0].colour: unknown key"),
@@ -226,3 +226,65 @@ def test_a_reward_function_that_fails_is_named(corl_run, monkeypatch, fn, messag
     monkeypatch.setenv("CORL_ALLOW_IMPORT_PATHS", "1")
     with pytest.raises(PluginError, match=message):
         corl_run(recipe([{"type": f"{__name__}:{fn}"}]), plugins=[Terms()], router=Flat())
+
+
+# -- reward function objects from Python (corl.run(rewards=[...])) and the whole reward --------------
+
+def test_reward_function_objects_need_no_import_path_or_environment_variable(corl_run, monkeypatch):
+    monkeypatch.delenv("CORL_ALLOW_IMPORT_PATHS", raising=False)
+    seen = []
+
+    def brevity(prompts, completions, **kwargs):  # defined in a function: no import path names it
+        seen.append(len(completions))
+        return [1.0 / (1 + len(c)) for c in completions]
+
+    _, out = corl_run(recipe([{"type": "answered", "weight": 0.5}], **{"run.checkpoint_every": 1}), plugins=[Terms()],
+                      router=Flat(),
+                      rewards=[(brevity, 2.0)])
+    assert seen == [32] * 4  # once per agent and step, every completion
+    recorded = json.loads((out / "recipe.json").read_text())["shaping"]
+    assert [(t["type"], t["weight"]) for t in recorded] == [("answered", 0.5), ("brevity", 2.0)]
+    first = json.loads((out / "metrics.jsonl").read_text().splitlines()[1])["agents"]["fake0"]
+    assert "shaping/brevity" in first and first["reward_mean"] == 0.5  # added to the peer reward, which stays apart
+    # resumed from Python with the same function: recipe.json names it, the run continues
+    summary = corl.run(str(out), ["run.steps=3"], plugins=[FakePlugin(), Terms()], router=Flat(), resume=True,
+                       rewards=[(brevity, 2.0)], autoload=False)
+    assert summary["steps"] == 3 and len(seen) == 6
+
+
+def test_with_peer_reward_off_the_functions_are_the_whole_reward(corl_run):
+    """Supervised RLVR with a custom verifier: the function reads the labels, nothing else is paid."""
+    def verifier(prompts, completions, answers, labels, **kwargs):
+        return [float(a is not None and str(a) == str(t)) for a, t in zip(answers, labels)]
+
+    verifier.needs_labels = True
+    _, out = corl_run(recipe([], **{"run.supervised": True, "run.peer_reward": False, "topology.type": "ground_truth"}),
+                      plugins=[Terms()], rewards=[verifier])
+    records = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    for m in (m for r in records if r["kind"] == "train" for m in r["agents"].values()):
+        # the metrics read the reward trained on: the verifier's, with no peer reward under it
+        assert m["reward_mean"] == m["shaped_reward_mean"] == m["shaping/verifier"]
+    trained = [r for _, rewards in Terms.trained for row in rewards for r in row]
+    assert set(trained) <= {0.0, 1.0} and 0.0 in trained and 1.0 in trained  # 0/1 correctness, never 1 + 1
+    # the same with the peer reward on: the router's 1 for a correct answer comes on top
+    Terms.trained = []
+    corl_run(recipe([], **{"run.supervised": True, "topology.type": "ground_truth"}), plugins=[Terms()],
+             rewards=[verifier])
+    assert 2.0 in {r for _, rewards in Terms.trained for row in rewards for r in row}
+
+
+def test_reward_objects_and_peer_reward_mistakes_are_one_line(corl_run, registry):
+    with pytest.raises(ConfigError, match=r"run\.peer_reward: false leaves no reward: add \[\[shaping\]\] terms"):
+        load_recipe(recipe([], **{"run.peer_reward": False}), registry=registry)
+    with pytest.raises(ConfigError, match=r"rewards\[0\]: .* is not a reward function; expected a function taking "
+                                          r"completions"):
+        corl_run(recipe([]), plugins=[Terms()], rewards=[lambda x: x])
+    with pytest.raises(ConfigError, match=r"rewards\[0\]: a reward function needs a name of its own"):
+        corl_run(recipe([]), plugins=[Terms()], rewards=[lambda completions: [0.0] * len(completions)])
+
+    def graded_too(prompts, completions, labels, **kwargs):
+        return [0.0] * len(completions)
+
+    graded_too.needs_labels = True
+    with pytest.raises(ConfigError, match=r"'graded_too' rewards with ground-truth labels"):
+        corl_run(recipe([]), plugins=[Terms()], rewards=[graded_too])

@@ -26,6 +26,7 @@ from corl.builtin.hf.backend.common import (
     load,
     load_weights,
     measure,
+    quiet_libraries,
     save_loadable,
     save_weights,
 )
@@ -45,9 +46,8 @@ class HFAgent:
     def __init__(self, config: HFAgentConfig, ctx):
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-        from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()  # corl draws its own progress
+        quiet_libraries()
         self.name, self.config = ctx.agent_name, config
         self.longest = None  # the task's longest prompt in this agent's tokens (common.measure)
         who = f"agent {self.name!r}"
@@ -86,6 +86,8 @@ class HFAgent:
         self.group = ctx.group
         self.sharded = sharding.wanted(config, ctx.group)
         self.mesh = sharding.mesh_for(config, ctx.group, who) if self.sharded else None
+        if not config.model.startswith("zoo:"):  # a real model takes a while to load: say so
+            ctx.log(f"{who}: loading {config.model}")
         self.model = self._load()
         if config.gradient_checkpointing:
             # transformers checkpoints layers only in train mode: switch dropout off for good, so
@@ -101,6 +103,8 @@ class HFAgent:
                 self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         # peft's LoRA layers go into this very model; the PeftModel around it switches them off and saves them
         self.adapters = lora.add_adapters(self.model, config.lora, who) if config.lora.rank else None
+        if self.adapters is not None:
+            lora.name_base(self.adapters, config.model)
         self._dropouts = lora.dropouts(self.model) if self.adapters is not None else []
         if config.freeze_embeddings:
             bf16 = self.matmul("sample") == self.matmul("train") == "bfloat16" and not self.sharded  # (FSDP: one dtype)
@@ -226,22 +230,30 @@ class HFAgent:
         are gathered); the group's first rank writes."""
         writes = self.group.rank == 0
         if self.adapters is not None:
-            state = lora.adapter_state(self.model, keep=writes)
-            if writes:
-                self.adapters.save_pretrained(path, state_dict=state)
-                self.tokenizer.save_pretrained(path)
+            lora.save_adapters(self.adapters, self.model, self.tokenizer, path, keep=writes)
             if self.config.lora.export_merged:
-                merged = {}
-                for name, tensor in lora.merged_weights(self.model):  # every rank of a sharded agent gathers
-                    if writes:
-                        merged[name] = tensor.cpu()
-                if writes:
-                    self.model.save_pretrained(str(Path(path) / "merged"), state_dict=merged)
-                    self.tokenizer.save_pretrained(str(Path(path) / "merged"))
+                self._save_merged(str(Path(path) / "merged"))
             return
         state = sharding.full_state_dict(self.model, keep=writes) if self.sharded else None
         if writes:
             self.model.save_pretrained(path, **({"state_dict": state} if self.sharded else {}))
+            self.tokenizer.save_pretrained(path)
+
+    def export(self, path: str) -> None:
+        """A plain Hugging Face folder (``corl export``): the model, adapters merged in, and its tokenizer."""
+        if self.adapters is None:
+            self.save(path)
+        else:
+            self._save_merged(path)
+
+    def _save_merged(self, path: str) -> None:
+        writes = self.group.rank == 0
+        merged = {}
+        for name, tensor in lora.merged_weights(self.model):  # every rank of a sharded agent gathers
+            if writes:
+                merged[name] = tensor.cpu()
+        if writes:
+            self.model.save_pretrained(path, state_dict=merged)
             self.tokenizer.save_pretrained(path)
 
     def _trained(self):
@@ -251,14 +263,12 @@ class HFAgent:
 
     def save_state(self, path: str) -> None:
         """Every rank of a sharded agent writes its own shard; otherwise ``model.safetensors`` (and,
-        beside it, what ``from_pretrained`` needs: an intermediate checkpoint loads like an export)."""
+        beside it, what ``from_pretrained`` needs: an intermediate checkpoint loads like an export),
+        or with adapters the adapter folder ``PeftModel.from_pretrained(base, path)`` loads."""
         if self.sharded:
             sharding.save_shards(self._trained(), path, self.group.rank, self.group.size)
         elif self.adapters is not None:
-            from safetensors.torch import save_file
-
-            Path(path).mkdir(parents=True, exist_ok=True)
-            save_file({n: p.detach().contiguous() for n, p in self._trained()}, str(Path(path) / "adapters.safetensors"))
+            lora.save_adapters(self.adapters, self.model, self.tokenizer, path, keep=True)
         else:
             save_weights(self.model, path)
             save_loadable(self.model, self.tokenizer, path)
@@ -267,13 +277,7 @@ class HFAgent:
         if self.sharded:
             sharding.load_shards(self._trained(), path, self.group.rank, self.group.size, f"agent {self.name!r}")
         elif self.adapters is not None:
-            import torch
-            from safetensors.torch import load_file
-
-            saved = load_file(str(Path(path) / "adapters.safetensors"))
-            with torch.no_grad():
-                for name, p in self._trained():
-                    p.copy_(saved[name])
+            lora.load_adapters(self.adapters, self.model, path, f"agent {self.name!r}")
         else:
             load_weights(self.model, path)
 

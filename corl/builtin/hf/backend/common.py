@@ -17,6 +17,24 @@ from corl.protocols import missing_members
 from corl.types import Prompt
 
 
+DEBUG_ENV = "CORL_DEBUG"  # (corl.cli's): with it set, transformers and peft speak as they like
+
+
+def quiet_libraries() -> None:
+    """Inside a corl run, transformers and peft say errors only: their deprecation notes and advice
+    meant for their own trainers are not the run's log (``CORL_DEBUG=1`` keeps all of it). corl
+    draws its own progress, so their progress bars are off too."""
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    if os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no", "off"):
+        return
+    hf_logging.set_verbosity_error()
+    warnings.filterwarnings("ignore", module=r"(transformers|peft)(\.|$)")
+
+
 class SampledAgent(Protocol):
     """What the shared checks of the hf samplers read of the agent they serve: its tokenizer and
     transformers model, the positions the model allows (``context``; None: its config does not say)

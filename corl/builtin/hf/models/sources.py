@@ -103,7 +103,9 @@ def check_source(value: str, vision: bool = False) -> None:
             raise ValueError(f"reading GGUF files needs the {EXTRA} extra (gguf not installed); install with {INSTALL}")
         return
     path = Path(value).expanduser()
-    if (value.startswith((".", "/", "~")) or path.exists()) and not path.is_dir():
+    # a hub id is NAME or NAMESPACE/NAME: more slashes (or a backslash) can only mean a local path
+    local = value.startswith((".", "/", "~")) or value.count("/") > 1 or "\\" in value or value.endswith("/")
+    if (local or path.exists()) and not path.is_dir():
         raise ValueError("no such folder")
     if path.is_dir():
         if not (path / "config.json").exists():
@@ -143,7 +145,7 @@ def models_root() -> Path:
     return Path(os.environ.get(MODELS_DIR_ENV) or cache_root() / "models")
 
 
-def packaged_gguf(entry: Packaged, into: Path) -> Path:
+def packaged_gguf(entry: Packaged, into: Path, log: Callable[[str], None] = logs.logger.info) -> Path:
     """The packaged GGUF file: inside the installed package, or assembled from its chunks into ``into``."""
     spec = importlib.util.find_spec(entry.package)
     if spec is None or not spec.submodule_search_locations:
@@ -155,6 +157,7 @@ def packaged_gguf(entry: Packaged, into: Path) -> Path:
     if not entry.assemble:
         raise CorlError(f"package {entry.distribution} holds no {entry.gguf_name}; reinstall it: {INSTALL}")
     target = into / entry.gguf_name
+    log(f"{entry.distribution}: assembling {entry.gguf_name} from the package's chunks (once; a minute or so)")
     getattr(importlib.import_module(entry.package), entry.assemble)(str(target))
     if not target.is_file():
         raise CorlError(f"package {entry.distribution} did not assemble {entry.gguf_name}")
@@ -171,7 +174,7 @@ def packaged_folder(name: str, log: Callable[[str], None] = logs.logger.info) ->
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder.parent, prefix=f".{name}-gguf-") as scratch:
-        gguf = packaged_gguf(entry, Path(scratch))
+        gguf = packaged_gguf(entry, Path(scratch), log)
         _convert(gguf, folder, log, label=f"pypi:{name}")
     return folder
 

@@ -11,6 +11,7 @@ written back, so the trained base stays exact); the export writes the adapter fo
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -100,6 +101,62 @@ def delta(layer) -> Any:
     b, a = full(layer.lora_B[name].weight.detach()).float(), full(layer.lora_A[name].weight.detach()).float()
     out = (b @ a) * layer.scaling[name]
     return out.T if getattr(layer, "fan_in_fan_out", False) else out
+
+
+ADAPTER_FILE = "adapter_model.safetensors"  # peft's names: PeftModel.from_pretrained(base, folder) reads the folder
+LEGACY_FILE = "adapters.safetensors"  # step checkpoints of corl before 0.x: the adapters under the model's own names
+
+
+def name_base(peft_model, source: str) -> None:
+    """The adapter's base as the recipe names it (``zoo:llama-add3``, a hub id), not the absolute
+    folder it was loaded from: the adapter folder then says what it adapts on any machine."""
+    for config in peft_model.peft_config.values():
+        config.base_model_name_or_path = source
+
+
+def save_adapters(peft_model, model, tokenizer, path: str, keep: bool) -> None:
+    """The adapter folder peft loads (``adapter_config.json``, ``adapter_model.safetensors``) and the
+    tokenizer, written where ``keep`` (every rank of a sharded agent gathers)."""
+    state = adapter_state(model, keep=keep)
+    if not keep:
+        return
+    # peft's model card names the base by the model's name_or_path (the local folder it was loaded
+    # from): while saving, it is the recipe's source, as the adapter config says
+    loaded_from = model.name_or_path, model.config._name_or_path
+    model.name_or_path = model.config._name_or_path = next(iter(peft_model.peft_config.values())).base_model_name_or_path
+    try:
+        # (no embedding layers: all-linear leaves them out, and "auto" would look the base up by its name)
+        peft_model.save_pretrained(path, state_dict=state, save_embedding_layers=False)
+    finally:
+        model.name_or_path, model.config._name_or_path = loaded_from
+    tokenizer.save_pretrained(path)
+
+
+def load_adapters(peft_model, model, path: str, who: str) -> None:
+    """Copy the adapters saved in ``path`` (an adapter folder, or a step checkpoint of an older corl)
+    into ``model``'s LoRA layers, exactly; every adapter tensor must be there."""
+    import torch
+    from safetensors.torch import load_file
+
+    folder = Path(path)
+    if (folder / ADAPTER_FILE).is_file():
+        from peft.utils import set_peft_model_state_dict
+
+        result = set_peft_model_state_dict(peft_model, load_file(str(folder / ADAPTER_FILE)))
+        missing = [k for k in result.missing_keys if is_adapter(k)]
+        unexpected = list(result.unexpected_keys)
+        if missing or unexpected:
+            raise CorlError(f"{who}: {folder / ADAPTER_FILE} does not match this agent's adapters (lora.rank, "
+                            f"lora.target_modules): {'missing' if missing else 'unexpected'} "
+                            f"{(missing or unexpected)[:3]}")
+        return
+    if not (folder / LEGACY_FILE).is_file():
+        raise CorlError(f"{who}: {folder} holds no {ADAPTER_FILE}: not an adapter folder of this agent")
+    saved = load_file(str(folder / LEGACY_FILE))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if is_adapter(name):
+                p.copy_(saved[name])
 
 
 def adapter_state(model, keep: bool) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from corl.builtin.hf.backend.common import (
     frozen_copy,
     load,
     load_weights,
+    quiet_libraries,
     save_loadable,
     save_weights,
 )
@@ -53,9 +54,8 @@ class VisionAgent:
     def __init__(self, config: HFVisionAgentConfig, ctx):
         import torch
         from transformers import AutoModelForImageTextToText, AutoProcessor
-        from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()
+        quiet_libraries()
         self.name, self.config = ctx.agent_name, config
         who = f"agent {self.name!r}"
         if ctx.group.size > 1:  # nothing would reduce its gradients: only hf agents are sharded (FSDP2)

