@@ -9,7 +9,7 @@ from pathlib import Path
 
 from corl.builtin.hf.backend.common import load
 from corl.builtin.hf.backend.config import HFAgentConfig
-from corl.builtin.hf.backend.prompts import format_prompts
+from corl.builtin.hf.backend.prompts import chat_template_text, format_prompts, use_chat_template
 from corl.builtin.hf.models import sources, zoo
 from corl.builtin.hf.models.catalog import SHIPPED_ZOO, shipped_folder
 from corl.errors import CorlError
@@ -61,6 +61,10 @@ def _gguf_tokenizer_source(value: str) -> tuple[Path, str | None]:
 
 def rendered(config: HFAgentConfig, ctx, prompts: Sequence[Prompt]) -> list[str]:
     """The exact strings an ``hf`` agent with ``config`` tokenizes for ``prompts``."""
-    texts, _ = format_prompts(tokenizer_for(config, ctx), prompts, config.prompt_format, config.prompt_template,
-                              config.system_prompt, who=f"agent {ctx.agent_name!r}")
+    who = f"agent {ctx.agent_name!r}"
+    template = chat_template_text(config.chat_template, getattr(ctx.spec, "source", None), who)
+    tokenizer = tokenizer_for(config, ctx)
+    use_chat_template(tokenizer, template)
+    texts, _ = format_prompts(tokenizer, prompts, config.prompt_format, config.prompt_template, config.system_prompt,
+                              who=who)
     return texts
