@@ -71,8 +71,8 @@ _MARKUP = re.compile(r"</?[A-Za-z][^<>\n]*>|\[[A-Za-z][A-Za-z _-]*\]|(?<![\\\w}]
                      r"(?:number|answer|value|result|integer)\}", re.IGNORECASE)
 # A number that leads a stated answer, its currency, units and whatever clause follows aside:
 # "21 (as Bob gave away 4 stickers)", "21 apples (10 + 11)", "$21.", "21, since ...".
-_LEADING = re.compile(rf"\s*{_CURRENCY}?\s*(?P<number>-?(?:\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.\d+)?(?:/\d+)?%?)(?P<rest>.*)",
-                      re.DOTALL)
+_LEADING = re.compile(rf"\s*{_CURRENCY}?\s*(?P<number>-?(?:\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.\d+)?(?:/\d+)?%?)"
+                      r"(?P<rest>.*)", re.DOTALL)
 # What continues a leading number as mathematics (then the number alone is not the answer): an operator
 # before a term ("2 + 3 = 5", "5 x 4"), a LaTeX command other than a unit's \text{}, an exponent or index,
 # a word of mathematics ("2 pi").
@@ -293,7 +293,8 @@ def _stated(candidate: str, words: bool, seconds: int | None) -> str | None:
     explicit_text = _TEXT.fullmatch(bare.strip().strip("$*").strip().rstrip(".").strip()) is not None
     if _rational(answer) is not None or (words or explicit_text) and _is_answer_alone(answer, True):
         return answer
-    maths_words = _MATHS.search(answer) and all(w.lower() in _MATH_WORDS for w in _WORD.findall(_COMMAND.sub(" ", answer)))  # "2 pi"
+    words_in = _WORD.findall(_COMMAND.sub(" ", answer))
+    maths_words = _MATHS.search(answer) and all(w.lower() in _MATH_WORDS for w in words_in)  # "2 pi"
     if (maths_words or _is_answer_alone(answer, False)) and _parses(answer, seconds):
         return answer
     lead = _LEADING.match(bare.replace("\\$", "$").replace("**", ""))

@@ -30,7 +30,8 @@ def decode(model, ids, mask, n: int, max_new_tokens: int, temp: float, greedy: b
     ``(ids, logps, mask)``, each ``[rows, T]``: the completion ids (pad after a row's end), their
     sampling-time log-probs from the raw logits at ``temp`` (``processors`` (the repetition penalty,
     also greedy) and ``warpers`` (top-k / top-p / min-p, sampling only) shape what is drawn, never the
-    recorded log-prob, which stays the training forward's), and the mask of each row's own tokens, up to and including the
+    recorded log-prob, which stays the training forward's), and the mask of each row's own tokens,
+    up to and including the
     EOS or stop-string token that ended it. One step's ``[rows, vocab]`` logits exist at a time.
     ``check()`` runs before every forward pass (a run's stop: :class:`corl.types.StopToken`).
     """

@@ -66,7 +66,8 @@ def test_bad_knobs_are_refused(bad, message):
 
 
 LONG = " ".join(["{prompt}"] * 12)  # ~100 characters: past the zoo models' 64 positions
-TEMPLATE = "{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}=>{% endif %}"
+TEMPLATE = ("{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}"
+            "{% if add_generation_prompt %}=>{% endif %}")
 
 
 def test_max_prompt_length_cuts_prompts_instead_of_refusing_them(task, cache_dir):
