@@ -52,7 +52,8 @@ def _compile(template: str) -> None:
     try:
         jinja2.Environment().parse(template)
     except jinja2.TemplateSyntaxError as exc:
-        raise ValueError(f"is not a valid Jinja template (line {exc.lineno} of the template, {exc.message})") from None
+        why = str(exc.message).splitlines()[0].replace(": ", " - ")  # (a recipe error line is cut at ': ')
+        raise ValueError(f"is not a valid Jinja template (line {exc.lineno} of the template, {why})") from None
 
 
 def chat_template_text(value: str | None, recipe: str | None, who: str) -> str | None:
