@@ -16,6 +16,8 @@ must parse with math-verify. A number's units and currency go (``42 dollars``, `
 (``N/A``, ``I do not know``, ``See solution``) are never answers or labels; nor are markup and
 placeholders after a marker (``Answer: </strong>``, an echoed ``Answer: <number>``) or, in a
 completion, a word alone (``Answer: the``): an earlier marker or the fallback is read instead. A
+completion without a marker that stops mid-sentence after a finished one was cut off while working:
+no answer (the fallback would read the last number of its working). A
 marker's number followed by units or a clause is that number (``Answer: 21 (as Bob gave away 4
 stickers)`` -> ``21``; :func:`_stated`). ``MathVerifier``
 compares answers: exact strings, exact rationals, text answers as words, then math-verify
@@ -305,6 +307,18 @@ def _stated(candidate: str, words: bool, seconds: int | None) -> str | None:
     return _confirmed(_clean(span), seconds) if span else None
 
 
+_ENDS = re.compile(r"[.!?)\]}\"'*$`]\s*$")
+_BREAK = re.compile(r"[.!?](?:\s|$)|\n")
+
+
+def _cut_off(text: str) -> bool:
+    """A completion that stops mid-sentence after a sentence it finished: cut off by the token limit
+    while still working (``... = 24 passengers.\n\nTherefore``). Without a marker it states no answer,
+    and the last number of its working is none. (One unfinished line, ``so -12``, is a short answer.)"""
+    text = text.strip()
+    return bool(text) and not _ENDS.search(text) and _BREAK.search(text) is not None
+
+
 def _extract(text: str, words: bool, seconds: int | None) -> tuple[str | None, str | None]:
     """The answer and the path that found it (a key of :data:`PATHS`), ``(None, "none")`` for a text
     that says there is no answer, else ``(None, None)``."""
@@ -326,6 +340,8 @@ def _extract(text: str, words: bool, seconds: int | None) -> tuple[str | None, s
         if answer:
             return answer, path
     rest = _MARKUP.sub(" ", rest)  # "End with 'Answer: <number>'": no <number> for the fallback either
+    if not words and _cut_off(rest):
+        return None, None
     whole = _clean(rest)
     if not found and _is_answer_alone(whole, words):
         if words and _PHRASE.fullmatch(whole) and _WORD.search(whole):

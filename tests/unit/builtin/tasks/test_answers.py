@@ -323,3 +323,14 @@ def test_a_number_stated_with_units_and_a_clause_is_read(text, answer):
     found = extract_answer(text)
     assert found == answer
     assert V.equivalent(found, extract_label(answer))
+
+
+@pytest.mark.parametrize("text, answer", [
+    ("Omar has 10 - 10 = 0 dollars left.\nTherefore, Omar has 10 - 10", None),  # cut off by the token limit
+    ("This is 12 + 12 = 24 passengers.\n\nTherefore", None),
+    ("This is 12 + 12 = 24 passengers.\n\nThe answer is 24", "24"),  # a marker is read, cut off or not
+    ("Maya picks 5 more apples. So she has 12 + 5 = 17 apples.", "17"),  # finished: the fallback reads it
+    ("so -12", "-12"),  # one unfinished line: a short answer
+])
+def test_a_completion_cut_off_while_working_states_no_answer(text, answer):
+    assert extract_answer(text) == answer
