@@ -50,7 +50,7 @@ _ANCHOR = re.compile(r"answer\s+is\b|answer\s*:|\\boxed\{|####", re.IGNORECASE)
 _FIRST = re.compile(rf"[\s*:$\"'`]*({_NUM}(?:\s*[-+*/x×=]\s*{_NUM})*)")
 _CALC = re.compile(r"<<[^<>]*>>")
 _WHY = re.compile(r"\(|\bbecause\b|\bsince\b|,\s*which\b", re.IGNORECASE)
-_FINISHED = re.compile(r"[.!?)\]}\"'*$`]\s*$")
+_FINISHED = re.compile(r"[.!?)\]}\"'*$`][ \t]*$")
 # Overrides after review: {id: the answer a person reads, or None}.
 OVERRIDES: dict[str, str | None] = {}
 
@@ -69,8 +69,8 @@ def person_reads(text: str) -> str | None:
        "because" or "since" ("the answer is the total, 12 + 5 = 17" -> 17); placeholders and markup
        (an echoed "<number>", "</strong>") state nothing, so an earlier marker counts then;
     2. no marker states a number: the last number of the text (GSM8K's flexible reading), unless the text
-       stops mid-sentence after a finished sentence (cut off by the token limit while still working:
-       it states nothing); none without a number.
+       stops mid-sentence (no closing punctuation, no line ended) after a finished sentence (cut off
+       by the token limit while still working: it states nothing); none without a number.
     """
     text = _CALC.sub(" ", _TAGS.sub(" ", text))
     for anchor in reversed(list(_ANCHOR.finditer(text))):
@@ -82,8 +82,8 @@ def person_reads(text: str) -> str | None:
         numbers = re.findall(_NUM, sentence[: why.start()] if why else sentence)
         if numbers:
             return _number(numbers[-1])
-    lines = text.strip()
-    if lines and not _FINISHED.search(lines) and re.search(r"[.!?]\s|\n", lines):
+    ended = _FINISHED.search(text) or text.rstrip(" \t").endswith("\n")
+    if text.strip() and not ended and re.search(r"[.!?]\s|\n", text.strip()):
         return None
     numbers = re.findall(_NUM, text)
     return _number(numbers[-1]) if numbers else None

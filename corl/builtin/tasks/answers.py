@@ -307,16 +307,16 @@ def _stated(candidate: str, words: bool, seconds: int | None) -> str | None:
     return _confirmed(_clean(span), seconds) if span else None
 
 
-_ENDS = re.compile(r"[.!?)\]}\"'*$`]\s*$")
+_ENDS = re.compile(r"[.!?)\]}\"'*$`][ \t]*$|\n\s*$")  # a finished sentence, or a finished line
 _BREAK = re.compile(r"[.!?](?:\s|$)|\n")
 
 
 def _cut_off(text: str) -> bool:
     """A completion that stops mid-sentence after a sentence it finished: cut off by the token limit
     while still working (``... = 24 passengers.\n\nTherefore``). Without a marker it states no answer,
-    and the last number of its working is none. (One unfinished line, ``so -12``, is a short answer.)"""
-    text = text.strip()
-    return bool(text) and not _ENDS.search(text) and _BREAK.search(text) is not None
+    and the last number of its working is none. A line it ended (``Passengers: 34\n``, before a stop
+    string) is finished, and one unfinished line (``so -12``) is a short answer."""
+    return bool(text.strip()) and not _ENDS.search(text) and _BREAK.search(text.strip()) is not None
 
 
 def _extract(text: str, words: bool, seconds: int | None) -> tuple[str | None, str | None]:

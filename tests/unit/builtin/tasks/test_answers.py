@@ -331,6 +331,7 @@ def test_a_number_stated_with_units_and_a_clause_is_read(text, answer):
     ("This is 12 + 12 = 24 passengers.\n\nThe answer is 24", "24"),  # a marker is read, cut off or not
     ("Maya picks 5 more apples. So she has 12 + 5 = 17 apples.", "17"),  # finished: the fallback reads it
     ("so -12", "-12"),  # one unfinished line: a short answer
+    ("46 - 12 = 34. Number of passengers: 34\n\n", "34"),  # a line it ended (before a stop string): finished
 ])
 def test_a_completion_cut_off_while_working_states_no_answer(text, answer):
     assert extract_answer(text) == answer
