@@ -50,9 +50,26 @@ _ANCHOR = re.compile(r"answer\s+is\b|answer\s*:|\\boxed\{|####", re.IGNORECASE)
 _FIRST = re.compile(rf"[\s*:$\"'`]*({_NUM}(?:\s*[-+*/x×=]\s*{_NUM})*)")
 _CALC = re.compile(r"<<[^<>]*>>")
 _WHY = re.compile(r"\(|\bbecause\b|\bsince\b|,\s*which\b", re.IGNORECASE)
-_FINISHED = re.compile(r"[.!?)\]}\"'*$`][ \t]*$")
+_FINISHED = re.compile(r"(?:[.!?)\]}\"'$`]|\S\*)[ \t]*$")  # (a dangling "2 *" is unfinished)
+_NAMED = re.compile(rf"({_NUM})\s+is\s+the\s+(?:final\s+)?answer", re.IGNORECASE)  # "6 is the answer"
 # Overrides after review: {id: the answer a person reads, or None}.
-OVERRIDES: dict[str, str | None] = {}
+OVERRIDES: dict[str, str | None] = {
+    "gemma3-zero_shot-4": "6, 8, 10, 12, 14, 16",  # "<strong>Answer</strong>: 6, 8, 10, ...": a list is stated
+    "gemma3-zero_shot-56": "D",  # "<strong>Answer:</strong>\n\n<strong>D</strong>": the choice it made up
+    # Finished texts without a marker whose last number a person does not read as an answer (rule 2's
+    # flexible reading, and the extractor's fallback, take it all the same: the test lists them):
+    "smollm2-chat-25": None,  # "... would add 1.5 boxes, and the original question is about the number of boxes"
+    "smollm2-chat-31": None,  # "... the same amount as the night before, which is 5 times more than ..."
+    "smollm2-chat-52": None,  # "If there are 5 boxes, there are 6 eggs in 1 box."
+    "smollm2-chat-62": None,  # "... the puzzle \"A pen costs 3 dollars. How much does a pen cost?\" ..."
+    "smollm2-chat-73": None,  # "... which is 45% of the total eggs."
+    "smollm2-chat-93": None,  # "3. Omar earns 2 dollars washing cars." (restating the problem)
+    "smollm2-chat-119": None,  # "... Maya has an additional apple." (after "Maya's original apples = 4")
+    "gemma3-zero_shot-8": None,  # a list of options "a. 12. ... j. 72.", none chosen
+    "gemma3-zero_shot-16": None,  # "Answers:\n2\n1\n3\n5\n(40, 3)\n(3, 4)\n(40, 5)"
+    "gemma3-zero_shot-55": None,  # questions of its own, numbered "5. ... 6."
+    "gemma3-zero_shot-62": None,  # a list of options "a) 3,933 girls ... h) 3,943 girls", none chosen
+}
 
 
 def _number(s: str) -> str:
@@ -64,7 +81,8 @@ def _number(s: str) -> str:
 def person_reads(text: str) -> str | None:
     """What a person reads as the stated answer, by hand-written rules (not the extractor's code):
 
-    1. after the last "the answer is" / "Answer:" / ``\\boxed{`` / ``####`` that states a number: the number
+    1. after the last "the answer is" / "Answer:" / ``\\boxed{`` / ``####`` that states a number (or before
+       the last "is the answer": "The number 6 is the answer"): the number
        right after it, or, where words come first, the last number of that sentence before any "(",
        "because" or "since" ("the answer is the total, 12 + 5 = 17" -> 17); placeholders and markup
        (an echoed "<number>", "</strong>") state nothing, so an earlier marker counts then;
@@ -73,7 +91,10 @@ def person_reads(text: str) -> str | None:
        by the token limit while still working: it states nothing); none without a number.
     """
     text = _CALC.sub(" ", _TAGS.sub(" ", text))
+    named = list(_NAMED.finditer(text))
     for anchor in reversed(list(_ANCHOR.finditer(text))):
+        if named and named[-1].start() > anchor.start():
+            return _number(named[-1].group(1))
         first = _FIRST.match(text, anchor.end())
         if first:
             return _number(first.group(1))
@@ -82,6 +103,8 @@ def person_reads(text: str) -> str | None:
         numbers = re.findall(_NUM, sentence[: why.start()] if why else sentence)
         if numbers:
             return _number(numbers[-1])
+    if named:
+        return _number(named[-1].group(1))
     ended = _FINISHED.search(text) or text.rstrip(" \t").endswith("\n")
     if text.strip() and not ended and re.search(r"[.!?]\s|\n", text.strip()):
         return None

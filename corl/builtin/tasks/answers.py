@@ -36,6 +36,9 @@ _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _BOXED_BARE = re.compile(r"\\boxed +([^\s$]+)")  # MATH sometimes writes \boxed 5
 _HASHES = re.compile(r"####[ \t]*([^\n]*)")
 _ANSWER_IS = re.compile(r"(?:\bthe\s+(?:final\s+)?answer\s+is\b\s*:?|\banswer\s*:)", re.IGNORECASE)
+# The answer named before the marker: "The number 6 is the answer", "so 21 is the final answer".
+_IS_THE_ANSWER = re.compile(r"(?:^|(?<=[\s(]))(\S+(?:[ \t]+\S+)?)[ \t]+is[ \t]+the[ \t]+(?:final[ \t]+|correct[ \t]+)?answer\b",
+                            re.IGNORECASE)
 # Up to the end of the line or of the sentence: a period that ends a sentence is followed by
 # white space or the end, which keeps the point of "3.5".
 _SENTENCE = re.compile(r"\s*(.*?)(?:\.(?=\s|$)|\n|$)")
@@ -69,8 +72,10 @@ _MATH_WORDS = {"pi", "sqrt", "times", "over", "plus", "minus", "squared", "cubed
 _PERCENT_WORDS = ("percent", "per cent", "pct")
 # Not answers: HTML-ish markup (</strong>, <br>) and placeholders an instruction writes ("<number>",
 # "[your answer]", "{answer}"), which a model that echoes its instruction writes back.
-_MARKUP = re.compile(r"</?[A-Za-z][^<>\n]*>|\[[A-Za-z][A-Za-z _-]*\]|(?<![\\\w}])\{(?:your[ _])?(?:final[ _])?"
-                     r"(?:number|answer|value|result|integer)\}", re.IGNORECASE)
+# (Not "x<y and y>z": a placeholder's words are of two letters or more, its first of three.)
+_MARKUP = re.compile(r"</?(?:strong|b|i|em|u|br|p|span|div|sup|sub|code|h[1-6]|li|ul|ol)\b[^<>\n]*>"
+                     r"|<[A-Za-z]{3,}(?:[ _-][A-Za-z]{2,}){0,3}>|\[[A-Za-z]{2,}(?:[ _-][A-Za-z]{2,}){0,3}\]"
+                     r"|(?<![\\\w}])\{(?:your[ _])?(?:final[ _])?(?:number|answer|value|result|integer)\}", re.IGNORECASE)
 # A number that leads a stated answer, its currency, units and whatever clause follows aside:
 # "21 (as Bob gave away 4 stickers)", "21 apples (10 + 11)", "$21.", "21, since ...".
 _LEADING = re.compile(rf"\s*{_CURRENCY}?\s*(?P<number>-?(?:\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.\d+)?(?:/\d+)?%?)"
@@ -171,11 +176,14 @@ def _marked(text: str):
     if hashes:
         found = True
         yield hashes[-1], "hashes"
-    anchors = list(_ANSWER_IS.finditer(text))  # the last anchor first: "Answer: the final answer is 7"
+    # the last anchor first ("Answer: the final answer is 7"); an earlier one where a later one states
+    # nothing (an echoed instruction)
+    anchors = [(m.start(), _SENTENCE.match(text, m.end()).group(1)) for m in _ANSWER_IS.finditer(text)]
+    anchors += [(m.start(), m.group(1)) for m in _IS_THE_ANSWER.finditer(text)]
     if anchors:
         found = True
-    for anchor in reversed(anchors):  # an earlier one where a later one states nothing (an echoed instruction)
-        yield _SENTENCE.match(text, anchor.end()).group(1), "answer_is"
+    for _, stated in sorted(anchors, reverse=True):
+        yield stated, "answer_is"
     yield found, text
 
 
@@ -307,7 +315,8 @@ def _stated(candidate: str, words: bool, seconds: int | None) -> str | None:
     return _confirmed(_clean(span), seconds) if span else None
 
 
-_ENDS = re.compile(r"[.!?)\]}\"'*$`][ \t]*$|\n\s*$")  # a finished sentence, or a finished line
+# a finished sentence (closing bold "**21**" too, not a dangling "2 *"), or a finished line
+_ENDS = re.compile(r"(?:[.!?)\]}\"'$`]|(?<=\S)\*)[ \t]*$|\n\s*$")
 _BREAK = re.compile(r"[.!?](?:\s|$)|\n")
 
 
@@ -330,16 +339,16 @@ def _extract(text: str, words: bool, seconds: int | None) -> tuple[str | None, s
     opened = _ANSWER_OPEN.search(text)
     if opened:  # truncated inside its answer tag: what it began to answer is no answer
         text = text[: opened.start()]
+    text = _MARKUP.sub(" ", text)  # "<strong>Answer</strong>: 6"; "End with 'Answer: <number>'"
     if is_non_answer(text):
         return None, "none"
     *marked, (found, rest) = _marked(text)
     for candidate, path in marked:
-        if is_non_answer(_MARKUP.sub(" ", candidate)):
+        if is_non_answer(candidate):
             return None, "none"
         answer = _stated(candidate, words, seconds)
         if answer:
             return answer, path
-    rest = _MARKUP.sub(" ", rest)  # "End with 'Answer: <number>'": no <number> for the fallback either
     if not words and _cut_off(rest):
         return None, None
     whole = _clean(rest)
