@@ -97,6 +97,12 @@ def test_max_prompt_length_cuts_prompts_instead_of_refusing_them(task, cache_dir
 
         rollout = HFSampler(HFSamplerConfig(max_new_tokens=8), attrs.evolve(ctx, agent=agent)).sample(agent, prompts, 2)
         assert rollout.batch.prompt_len == 24
+        from corl.builtin.hf.backend.preview import rendered
+
+        shown = rendered(agent.config, ctx, prompts[:1])[0]  # corl data preview says what is cut
+        first = len(agent.tokenizer(texts[0], add_special_tokens=special)["input_ids"])
+        assert shown.startswith(f"[cut from {first} to 24 tokens on the {side} (max_prompt_length)")
+        assert shown.endswith(agent.tokenizer.decode(encoded[side][0].tolist()))
     assert not torch.equal(encoded["left"], encoded["right"])
 
 
