@@ -37,8 +37,8 @@ _BOXED_BARE = re.compile(r"\\boxed +([^\s$]+)")  # MATH sometimes writes \boxed 
 _HASHES = re.compile(r"####[ \t]*([^\n]*)")
 _ANSWER_IS = re.compile(r"(?:\bthe\s+(?:final\s+)?answer\s+is\b\s*:?|\banswer\s*:)", re.IGNORECASE)
 # The answer named before the marker: "The number 6 is the answer", "so 21 is the final answer".
-_IS_THE_ANSWER = re.compile(r"(?:^|(?<=[\s(]))(\S+(?:[ \t]+\S+)?)[ \t]+is[ \t]+the[ \t]+(?:final[ \t]+|correct[ \t]+)?answer\b",
-                            re.IGNORECASE)
+_IS_THE_ANSWER = re.compile(r"(?:^|(?<=[\s(]))(\S+(?:[ \t]+\S+)?)[ \t]+is[ \t]+the[ \t]+"
+                            r"(?:final[ \t]+|correct[ \t]+)?answer\b", re.IGNORECASE)
 # Up to the end of the line or of the sentence: a period that ends a sentence is followed by
 # white space or the end, which keeps the point of "3.5".
 _SENTENCE = re.compile(r"\s*(.*?)(?:\.(?=\s|$)|\n|$)")
@@ -75,7 +75,8 @@ _PERCENT_WORDS = ("percent", "per cent", "pct")
 # (Not "x<y and y>z": a placeholder's words are of two letters or more, its first of three.)
 _MARKUP = re.compile(r"</?(?:strong|b|i|em|u|br|p|span|div|sup|sub|code|h[1-6]|li|ul|ol)\b[^<>\n]*>"
                      r"|<[A-Za-z]{3,}(?:[ _-][A-Za-z]{2,}){0,3}>|\[[A-Za-z]{2,}(?:[ _-][A-Za-z]{2,}){0,3}\]"
-                     r"|(?<![\\\w}])\{(?:your[ _])?(?:final[ _])?(?:number|answer|value|result|integer)\}", re.IGNORECASE)
+                     r"|(?<![\\\w}])\{(?:your[ _])?(?:final[ _])?(?:number|answer|value|result|integer)\}",
+                     re.IGNORECASE)
 # A number that leads a stated answer, its currency, units and whatever clause follows aside:
 # "21 (as Bob gave away 4 stickers)", "21 apples (10 + 11)", "$21.", "21, since ...".
 _LEADING = re.compile(rf"\s*{_CURRENCY}?\s*(?P<number>-?(?:\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.\d+)?(?:/\d+)?%?)"
