@@ -318,6 +318,7 @@ def test_equal_junk_never_agrees_with_itself():
     ("#### 21 eggs (7 x 3)", "21"),
     ("Answer: 2 + 3 = 5", "2 + 3 = 5"),  # mathematics continues the number: not 2 (math-verify reads it as 5)
     ("Answer: 42% of them", "42%"),
+    ("The number 6 is the answer that is left over from the original 9.", "6"),  # named before the marker
 ])
 def test_a_number_stated_with_units_and_a_clause_is_read(text, answer):
     found = extract_answer(text)
