@@ -13,7 +13,13 @@ short phrase, ``Evelyn``); otherwise the last stretch of mathematics in the pros
 data set's doubtful labels can be reported. Plain numbers take an exact fast path; anything else
 must parse with math-verify. A number's units and currency go (``42 dollars``, ``USD 42``, ``€42``:
 ``42``); a percent stays for math-verify, which takes ``42%`` as 42 and as 0.42. Non-answers
-(``N/A``, ``I do not know``, ``See solution``) are never answers or labels. ``MathVerifier``
+(``N/A``, ``I do not know``, ``See solution``) are never answers or labels; nor are markup and
+placeholders after a marker (``Answer: </strong>``, an echoed ``Answer: <number>``) or, in a
+completion, a word alone (``Answer: the``): an earlier marker or the fallback is read instead. A
+completion without a marker that stops mid-sentence after a finished one was cut off while working:
+no answer (the fallback would read the last number of its working). A
+marker's number followed by units or a clause is that number (``Answer: 21 (as Bob gave away 4
+stickers)`` -> ``21``; :func:`_stated`). ``MathVerifier``
 compares answers: exact strings, exact rationals, text answers as words, then math-verify
 (symbolic, slow, time-bounded).
 """
@@ -30,6 +36,9 @@ _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _BOXED_BARE = re.compile(r"\\boxed +([^\s$]+)")  # MATH sometimes writes \boxed 5
 _HASHES = re.compile(r"####[ \t]*([^\n]*)")
 _ANSWER_IS = re.compile(r"(?:\bthe\s+(?:final\s+)?answer\s+is\b\s*:?|\banswer\s*:)", re.IGNORECASE)
+# The answer named before the marker: "The number 6 is the answer", "so 21 is the final answer".
+_IS_THE_ANSWER = re.compile(r"(?:^|(?<=[\s(]))(\S+(?:[ \t]+\S+)?)[ \t]+is[ \t]+the[ \t]+"
+                            r"(?:final[ \t]+|correct[ \t]+)?answer\b", re.IGNORECASE)
 # Up to the end of the line or of the sentence: a period that ends a sentence is followed by
 # white space or the end, which keeps the point of "3.5".
 _SENTENCE = re.compile(r"\s*(.*?)(?:\.(?=\s|$)|\n|$)")
@@ -61,6 +70,25 @@ _WITH_UNITS = re.compile(rf"{_CURRENCY}?\s*(?P<number>-?(?:\d{{1,3}}(?:,\d{{3}})
 _MATH_WORDS = {"pi", "sqrt", "times", "over", "plus", "minus", "squared", "cubed", "and", "or", "to", "of", "mod",
                "divided", "by", "is", "are", "equals", "degrees"}
 _PERCENT_WORDS = ("percent", "per cent", "pct")
+# Not answers: HTML-ish markup (</strong>, <br>) and placeholders an instruction writes ("<number>",
+# "[your answer]", "{answer}"), which a model that echoes its instruction writes back.
+# (Not "x<y and y>z": a placeholder's words are of two letters or more, its first of three.)
+_MARKUP = re.compile(r"</?(?:strong|b|i|em|u|br|p|span|div|sup|sub|code|h[1-6]|li|ul|ol)\b[^<>\n]*>"
+                     r"|<[A-Za-z]{3,}(?:[ _-][A-Za-z]{2,}){0,3}>|\[[A-Za-z]{2,}(?:[ _-][A-Za-z]{2,}){0,3}\]"
+                     r"|(?<![\\\w}])\{(?:your[ _])?(?:final[ _])?(?:number|answer|value|result|integer)\}",
+                     re.IGNORECASE)
+# A number that leads a stated answer, its currency, units and whatever clause follows aside:
+# "21 (as Bob gave away 4 stickers)", "21 apples (10 + 11)", "$21.", "21, since ...".
+_LEADING = re.compile(rf"\s*{_CURRENCY}?\s*(?P<number>-?(?:\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.\d+)?(?:/\d+)?%?)"
+                      r"(?P<rest>.*)", re.DOTALL)
+# What continues a leading number as mathematics (then the number alone is not the answer): an operator
+# before a term ("2 + 3 = 5", "5 x 4"), a LaTeX command other than a unit's \text{}, an exponent or index,
+# a word of mathematics ("2 pi").
+_CONTINUES = re.compile(r"\s*(?:[-+*/×÷=<>:x]\s*[\d(\\A-Za-z]|\\(?!text|mbox|mathrm|,|;|!|quad)|[\^_!]|\.\d"
+                        r"|(?:pi|sqrt|times|over|plus|minus|squared|cubed|divided|mod)\b)", re.IGNORECASE)
+# Where a stated answer's explanation begins: "17 apples, because ...", "17 (since ...)".
+_EXPLAINS = re.compile(r"\s*(?:\(|\[|;|,?\s+(?:because|since|as|which|given|from|after|by|using|when|where)\b)",
+                       re.IGNORECASE)
 #: what a data set or a model writes for "no answer here": never an answer, never a label
 NON_ANSWERS = {"n/a", "na", "none given", "no answer", "not applicable", "unknown", "unanswerable", "i do not know",
                "i don't know", "i dont know", "idk", "see solution", "see the solution", "see above", "see below",
@@ -149,10 +177,14 @@ def _marked(text: str):
     if hashes:
         found = True
         yield hashes[-1], "hashes"
-    anchors = list(_ANSWER_IS.finditer(text))  # the last anchor: "Answer: the final answer is 7"
+    # the last anchor first ("Answer: the final answer is 7"); an earlier one where a later one states
+    # nothing (an echoed instruction)
+    anchors = [(m.start(), _SENTENCE.match(text, m.end()).group(1)) for m in _ANSWER_IS.finditer(text)]
+    anchors += [(m.start(), m.group(1)) for m in _IS_THE_ANSWER.finditer(text)]
     if anchors:
         found = True
-        yield _SENTENCE.match(text, anchors[-1].end()).group(1), "answer_is"
+    for _, stated in sorted(anchors, reverse=True):
+        yield stated, "answer_is"
     yield found, text
 
 
@@ -255,6 +287,48 @@ PATHS = {"tag": "<answer> tag", "boxed": "\\boxed{}", "hashes": "#### line", "an
          "none": "no answer: the text says there is none (N/A, I do not know, See solution)"}
 
 
+def _stated(candidate: str, words: bool, seconds: int | None) -> str | None:
+    """The answer a marker states (what follows "Answer:", a box's contents), or None where it states none.
+
+    Markup and placeholders go (``</strong>``, an echoed ``<number>``). Then: the text whole when it is
+    an answer on its own (a number, mathematics that math-verify reads, ``\\text{Evelyn}``; for a label
+    also a word or phrase); else the number it begins with, when no mathematics continues it (``21
+    (as Bob gave away 4 stickers)``, ``21 apples (10 + 11)``: ``21``; ``2 + 3 = 5`` is not ``2``); else
+    the last mathematics before any explanation (``the total is 12 + 5 = 17 apples, because ...``:
+    ``17``). A word alone after a marker of a completion is no answer (``Answer: the``).
+    """
+    bare = _MARKUP.sub(" ", candidate)
+    answer = _clean(bare)
+    if not answer or not any(c.isalnum() for c in answer):
+        return None
+    explicit_text = _TEXT.fullmatch(bare.strip().strip("$*").strip().rstrip(".").strip()) is not None
+    if _rational(answer) is not None or (words or explicit_text) and _is_answer_alone(answer, True):
+        return answer
+    words_in = _WORD.findall(_COMMAND.sub(" ", answer))
+    maths_words = _MATHS.search(answer) and all(w.lower() in _MATH_WORDS for w in words_in)  # "2 pi"
+    if (maths_words or _is_answer_alone(answer, False)) and _parses(answer, seconds):
+        return answer
+    lead = _LEADING.match(bare.replace("\\$", "$").replace("**", ""))
+    if lead and not _CONTINUES.match(lead.group("rest")):
+        return _clean(lead.group("number"))
+    claim = bare[:m.start()] if (m := _EXPLAINS.search(bare)) and _NUMBER.search(bare[:m.start()]) else bare
+    span = _last_maths(claim)
+    return _confirmed(_clean(span), seconds) if span else None
+
+
+# a finished sentence (closing bold "**21**" too, not a dangling "2 *"), or a finished line
+_ENDS = re.compile(r"(?:[.!?)\]}\"'$`]|(?<=\S)\*)[ \t]*$|\n\s*$")
+_BREAK = re.compile(r"[.!?](?:\s|$)|\n")
+
+
+def _cut_off(text: str) -> bool:
+    """A completion that stops mid-sentence after a sentence it finished: cut off by the token limit
+    while still working (``... = 24 passengers.\n\nTherefore``). Without a marker it states no answer,
+    and the last number of its working is none. A line it ended (``Passengers: 34\n``, before a stop
+    string) is finished, and one unfinished line (``so -12``) is a short answer."""
+    return bool(text.strip()) and not _ENDS.search(text) and _BREAK.search(text.strip()) is not None
+
+
 def _extract(text: str, words: bool, seconds: int | None) -> tuple[str | None, str | None]:
     """The answer and the path that found it (a key of :data:`PATHS`), ``(None, "none")`` for a text
     that says there is no answer, else ``(None, None)``."""
@@ -266,13 +340,18 @@ def _extract(text: str, words: bool, seconds: int | None) -> tuple[str | None, s
     opened = _ANSWER_OPEN.search(text)
     if opened:  # truncated inside its answer tag: what it began to answer is no answer
         text = text[: opened.start()]
+    text = _MARKUP.sub(" ", text)  # "<strong>Answer</strong>: 6"; "End with 'Answer: <number>'"
     if is_non_answer(text):
         return None, "none"
     *marked, (found, rest) = _marked(text)
     for candidate, path in marked:
-        answer = _clean(candidate)
+        if is_non_answer(candidate):
+            return None, "none"
+        answer = _stated(candidate, words, seconds)
         if answer:
-            return (None, "none") if is_non_answer(answer) else (answer, path)
+            return answer, path
+    if not words and _cut_off(rest):
+        return None, None
     whole = _clean(rest)
     if not found and _is_answer_alone(whole, words):
         if words and _PHRASE.fullmatch(whole) and _WORD.search(whole):
@@ -367,10 +446,10 @@ class MathVerifier:
         return extract_label_path(text, self._seconds())
 
     def equivalent(self, a: Hashable, b: Hashable) -> bool:
+        if a is None or b is None:  # no answer agrees with nothing, also not with another non-answer
+            return False
         if a == b:
             return True
-        if a is None or b is None:
-            return False
         a, b = str(a), str(b)
         ra, rb = _rational(a), _rational(b)
         if ra is not None and rb is not None:  # two numbers: exact, and decisive (0.33 is not 1/3)

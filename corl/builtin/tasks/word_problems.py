@@ -114,13 +114,17 @@ def export_jsonl(path: str | Path, problems) -> None:
 
 
 class NumberVerifier(MathVerifier):
-    """Numeric answers: what :func:`~corl.builtin.tasks.answers.extract_answer` finds, cut to its first number
-    when it holds more ("Answer: 42 pens, since 12+30 is 42" -> 42); compared with math-verify."""
+    """Numeric answers: what :func:`~corl.builtin.tasks.answers.extract_answer` finds (which reads "Answer: 42
+    pens, since 12+30 is 42" as 42 already), an equation as its last side ("14 + 17 = 31" -> 31), else cut to
+    its first number; compared with math-verify."""
 
     def extract(self, text: str):
         answer = extract_answer(text)
         if answer is None or _rational(answer) is not None:
             return answer
+        side = answer.split("=")[-1].strip()
+        if _rational(side) is not None:
+            return side
         first = _NUMBER.search(answer)
         return _clean(first.group(0)) if first else answer
 

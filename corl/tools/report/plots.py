@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -67,14 +68,16 @@ def _plot_curves(plt, train: list[dict], agents: list[str], colors: dict[str, st
     rows, cols = _grid(len(panels))
     window = _window(len(train))
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.9 * rows + 0.5), squeeze=False)
+    run_steps = {r["step"] for r in train}  # every panel spans the run, also one whose metric has one value
     for ax, (key, title, fraction) in zip(axes.flat, panels):
         for agent in agents:
             steps, values = _series(train, agent, key)
             if window > 1:  # the raw series stays visible, faintly, so the smoothing hides nothing
                 ax.plot(steps, values, color=colors[agent], lw=0.8, alpha=0.25)
-            ax.plot(steps, _moving_average(values, window), color=colors[agent], lw=1.8)
+            smooth = _moving_average(values, window)
+            ax.plot(steps, smooth, color=colors[agent], lw=1.8, marker="o", ms=4, markevery=_marked_points(smooth))
         ax.set_title(title + (f"  (moving avg {window})" if window > 1 else ""), fontsize=10)
-        _integer_steps(ax)
+        _step_axis(ax, run_steps)
         if fraction:
             _percent_axis(ax)
         ax.grid(alpha=0.3)
@@ -92,11 +95,32 @@ def _plot_curves(plt, train: list[dict], agents: list[str], colors: dict[str, st
     return fig
 
 
-def _integer_steps(ax) -> None:
-    """Steps are whole numbers: no tick at step 2.5."""
+def _marked_points(values: list[float], few: int = 30) -> list[int]:
+    """Which points get a marker: all of a short series (a line of one or two points is invisible or
+    reads as a trend between fractional steps), else those whose neighbours are missing (a lone value
+    between gaps draws no line)."""
+    finite = [math.isfinite(v) for v in values]
+    if sum(finite) <= few:
+        return [i for i, f in enumerate(finite) if f]
+    return [i for i, f in enumerate(finite)
+            if f and not (i > 0 and finite[i - 1]) and not (i + 1 < len(finite) and finite[i + 1])]
+
+
+def _step_axis(ax, steps: set[int], room: float = 0.03, few: int = 8) -> None:
+    """Steps are whole numbers: a short run ticks exactly its steps (matplotlib's own locator would tick
+    1.900 ... 2.100 around one step), a long one whole steps only. The axis spans ``steps`` (also where a
+    metric was logged at one step only), with ``room`` of the span, at least half a step, either side."""
     from matplotlib.ticker import MaxNLocator
 
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if not steps:
+        return
+    if len(steps) <= few:
+        ax.set_xticks(sorted(steps))
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+    low, high = min(steps), max(steps)
+    pad = max(0.5, room * (high - low))
+    ax.set_xlim(low - pad, high + pad)
 
 
 def _percent_axis(ax) -> None:
@@ -134,11 +158,7 @@ def _plot_eval(plt, evals: list[dict], agents: list[str], colors: dict[str, str]
                 ends.append((steps[-1], values[-1], colors[agent]))
         ax.set_title(title + (" ± s.e." if _has(evals, f"{key}_se") else ""), fontsize=10)
         ax.set_xlabel("training step", fontsize=9)
-        if len(evals) <= 8:  # few evals: tick exactly the evaluated steps
-            ax.set_xticks(sorted({r["step"] for r in evals}))
-        else:
-            _integer_steps(ax)
-        ax.margins(x=0.15)  # room for the end-value labels
+        _step_axis(ax, {r["step"] for r in evals}, room=0.15)  # room for the end-value labels
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=8)
         all_ends.append(ends)
@@ -194,7 +214,8 @@ def _plot_cohort(plt, cohort: dict, step: int):
         ax.set_xticks(range(len(names)), names, rotation=45 if len(names) > 3 else 0, ha="right"
                       if len(names) > 3 else "center", fontsize=8)
         ax.set_yticks(range(len(names)), names, fontsize=8)
-        ax.set_title(title, fontsize=10)
+        # A few agents make narrow panels: the title wraps to their width instead of running off the figure.
+        ax.set_title(textwrap.fill(title, max(14, int(6.5 * size))), fontsize=10)
         fig.colorbar(image, ax=ax, shrink=0.8).ax.tick_params(labelsize=7)
     n = cohort.get("n")
     fig.suptitle(f"cohort at step {step}" + (f" ({n} held-out prompts)" if n else ""), fontsize=11)

@@ -165,3 +165,73 @@ def test_step_axes_tick_whole_steps_and_pass_at_1_has_error_bars():
     finally:
         plt.close(curves)
         plt.close(figure)
+
+
+def _drawn_points(ax):
+    """(x, y) of every point a line of ``ax`` shows: both ends of its segments and its markers."""
+    import numpy as np
+
+    points = []
+    for line in ax.get_lines():
+        xs, ys = (np.asarray(a, dtype=float) for a in line.get_data())
+        finite = np.isfinite(ys)
+        marked = line.get_marker() not in (None, "", "None", " ") and line.get_markersize() > 0
+        for i in np.flatnonzero(finite):
+            joined = (i > 0 and finite[i - 1]) or (i + 1 < len(ys) and finite[i + 1])
+            every = line.get_markevery()
+            if joined or marked and (every is None or i in list(every)):
+                points.append((xs[i], ys[i]))
+    return points
+
+
+@pytest.mark.parametrize("steps", [1, 2])
+def test_a_short_run_draws_whole_steps_and_every_value_visibly(steps):
+    """One- and two-step runs: ticks only at whole steps (matplotlib alone ticks 1.900 ... 2.100), and a
+    metric logged at one step only is a visible marker, not an empty panel."""
+    from corl.tools.report.plots import _plot_curves, _plot_eval, _pyplot
+
+    plt = _pyplot()
+    colors = dict(zip(AGENTS, ["r", "g", "b"]))
+    train = [train_record(s) for s in range(1, steps + 1)]
+    for record in train[:-1]:  # reward accuracy and entropy logged at the last step only
+        for values in record["agents"].values():
+            del values["reward_accuracy"], values["entropy"]
+    curves = _plot_curves(plt, train, AGENTS, colors)
+    evals = _plot_eval(plt, [eval_record(0), eval_record(steps)], AGENTS, colors, 8)
+    try:
+        for ax in [a for a in curves.axes if a.get_visible()] + evals.axes:
+            ticks = _visible_ticks(ax)
+            assert ticks and all(t == int(t) for t in ticks), (ax.get_title(), ticks)
+            points = _drawn_points(ax)
+            assert len(points) >= len(AGENTS), (ax.get_title(), points)  # every agent's value is shown
+            assert all(x == int(x) for x, _ in points)
+            low, high = ax.get_xlim()
+            assert all(low < x < high for x, _ in points)
+    finally:
+        plt.close(curves)
+        plt.close(evals)
+
+
+def test_cohort_titles_fit_their_figure_for_two_agents():
+    from corl.tools.report.plots import _plot_cohort, _pyplot
+
+    plt = _pyplot()
+    two = {"agents": ["smollm2", "gemma3"], "n": 48, "agreement": [[1, 0.5], [0.5, 1]], "phi": [[1, 0.2], [0.2, 1]],
+           "same_wrong": [[None, 0.3], [0.3, None]]}
+    fig = _plot_cohort(plt, two, 2)
+    try:
+        fig.canvas.draw()
+        box = fig.bbox
+        renderer = fig.canvas.get_renderer()
+        titles = [ax.title for ax in fig.axes if ax.get_title()]
+        assert len(titles) == 3
+        for title in titles:
+            extent = title.get_window_extent(renderer)
+            assert box.x0 <= extent.x0 and extent.x1 <= box.x1, title.get_text()
+        for ax in fig.axes:  # nor does any run under another panel or a colour bar (drawn over it)
+            for other in fig.axes:
+                if other is not ax and ax.get_title():
+                    assert not ax.title.get_window_extent(renderer).overlaps(other.get_window_extent(renderer)), \
+                        ax.get_title()
+    finally:
+        plt.close(fig)

@@ -32,7 +32,7 @@ from corl.builtin.hf.backend.common import (
 )
 from corl.builtin.hf.backend.config import HFAgentConfig, matmul_dtype
 from corl.builtin.hf.backend.forward import hidden_states
-from corl.builtin.hf.backend.prompts import format_prompts
+from corl.builtin.hf.backend.prompts import chat_template_text, format_prompts, use_chat_template
 from corl.builtin.hf.models import sources, zoo
 from corl.builtin.hf.models.config import zoo_config_for
 from corl.builtin.hf.scale import lora, sharding
@@ -51,6 +51,7 @@ class HFAgent:
         self.name, self.config = ctx.agent_name, config
         self.longest = None  # the task's longest prompt in this agent's tokens (common.measure)
         who = f"agent {self.name!r}"
+        template = chat_template_text(config.chat_template, getattr(ctx.spec, "source", None), who)
 
         examples = None
         if config.model.startswith("zoo:") and config.model[4:] in zoo.FAMILIES and ctx.task is not None:
@@ -58,6 +59,7 @@ class HFAgent:
             examples = [(p.text, str(p.label) if p.solution is None else p.solution) for p in seed]
             # a zoo model's tokenizer and context are known before its warm-start: check the prompts first
             self.tokenizer, self.context = zoo.build_tokenizer(zoo.chars_for(examples)), zoo.MAX_POSITIONS
+            use_chat_template(self.tokenizer, template)
             self.longest = measure(self, ctx.task, self.context)
             check_fits(who, self.longest, self.context)
 
@@ -74,6 +76,7 @@ class HFAgent:
         dtype, remote = getattr(torch, config.dtype), config.trust_remote_code
         self.tokenizer = load(who, config.model, source,
                               lambda: AutoTokenizer.from_pretrained(source, trust_remote_code=remote))
+        use_chat_template(self.tokenizer, template)
         check_vocabulary(self.tokenizer, who, config.model)
         self.context = context_limit(load(who, config.model, source, lambda: AutoConfig.from_pretrained(
             source, trust_remote_code=remote)))
@@ -118,7 +121,12 @@ class HFAgent:
         """Tokenize prompts (texts, or :class:`~corl.types.Prompt` objects, whose conversation a chat format
         renders as it is), left-padded, in this agent's prompt format (corl.builtin.hf.backend.prompts)."""
         texts, special = self.render(prompts)
-        return self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=special)
+        limit = self.config.max_prompt_length
+        if limit is None:
+            return self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=special)
+        self.tokenizer.truncation_side = self.config.truncation_side
+        return self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=special, truncation=True,
+                              max_length=limit)
 
     def render(self, prompts: Sequence[str | Prompt]) -> tuple[list[str], bool]:
         """The exact strings this agent tokenizes for ``prompts`` and whether BOS is added (``corl data preview``)."""
@@ -137,7 +145,8 @@ class HFAgent:
                   and counts[i] <= limit]
         for i, n in zip(unsure, self._count([texts[i] for i in unsure]) if unsure else ()):
             counts[i] = n  # a tokenizer whose tokens span more than its vocabulary says (an unknown-word token)
-        return counts
+        cut = self.config.max_prompt_length  # what encode() keeps of a longer prompt
+        return counts if cut is None else [min(c, cut) for c in counts]
 
     def _count(self, prompts: Sequence[str | Prompt]) -> list[int]:
         texts, special = self.render(prompts)

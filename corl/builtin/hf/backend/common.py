@@ -229,7 +229,7 @@ def check_fits(who: str, longest: Longest | None, limit: int | None) -> None:
     others = f" (and {longest.over - 1} more prompts)" if longest.over > 1 else ""
     raise CorlError(f"{who}: prompt {longest.where()} is {size} tokens ({len(longest.prompt.text)} characters): it "
                     f"alone fills the model's context of {limit} positions{others}; shorten or drop such prompts, or "
-                    "use a model with a longer context")
+                    "use a model with a longer context, or cut them with the agent's max_prompt_length")
 
 
 @runtime_checkable
@@ -263,4 +263,4 @@ def check_length(agent: SampledAgent, task, max_new_tokens: int, shortlist: int 
         return
     raise CorlError(f"{who}: prompt {longest.where()} is {longest.tokens} tokens; with {key} = {max_new_tokens} it "
                     f"exceeds the model's {limit} positions; lower {key} to {limit - longest.tokens} or less, or drop "
-                    "the prompts that long")
+                    "the prompts that long, or cut them with the agent's max_prompt_length")

@@ -11,7 +11,7 @@ from typing import Literal
 
 import attrs
 
-from corl.builtin.hf.backend.prompts import check_template
+from corl.builtin.hf.backend.prompts import check_chat_template, check_template
 from corl.builtin.hf.scale.lora import LoraSettings
 
 v = attrs.validators
@@ -58,6 +58,16 @@ class HFAgentConfig(ModelSettings):
                 "'Question: ...\\nAnswer: ...\\n\\nQuestion: {prompt}\\nAnswer:'); the chat user turn in chat format"})
     system_prompt: str | None = attrs.field(default=None, metadata={
         "help": "chat format: a system turn before the prompt"})
+    chat_template: str | None = attrs.field(default=None, validator=v.optional(check_chat_template), metadata={
+        "help": "a Jinja chat template replacing the tokenizer's (inline, or the path of a .jinja file relative to the "
+                "recipe); used in chat format (auto picks chat with it), saved with the agent's checkpoints, shown by "
+                "corl data preview"})
+    max_prompt_length: int | None = attrs.field(default=None, validator=v.optional(v.ge(1)), metadata={
+        "help": "cut each prompt to this many tokens (after its format and chat template) instead of refusing "
+                "prompts too long for the model; from truncation_side"})
+    truncation_side: Literal["left", "right"] = attrs.field(default="left", metadata={
+        "help": "where max_prompt_length cuts: left keeps a prompt's end (the question and the generation prompt), "
+                "as TRL does; right keeps its beginning"})
     gradient_checkpointing: bool = attrs.field(default=False, metadata={
         "help": "recompute activations in the backward pass: less memory, ~30% more time per update"})
     logprob_chunk_tokens: int = attrs.field(default=256, validator=v.ge(1), metadata={
@@ -100,17 +110,29 @@ class SamplingSettings:
     """What every hf sampler honours (the ``hf`` and ``hf_vision`` ones)."""
 
     temperature: float = attrs.field(default=1.0, validator=v.gt(0), metadata={"help": "sampling temperature"})
-    top_p: float = attrs.field(default=1.0, validator=[v.gt(0), v.le(1)], metadata={"help": "nucleus sampling mass"})
-    top_k: int = attrs.field(default=0, validator=v.ge(0), metadata={"help": "top-k sampling (0: off)"})
+    top_p: float = attrs.field(default=1.0, validator=[v.gt(0), v.le(1)], metadata={
+        "help": "nucleus sampling mass (1: off); like top_k, it shapes which tokens are drawn, not the recorded "
+                "log-probs: below 1, samples are off-policy (uncorrected, as in TRL)"})
+    top_k: int = attrs.field(default=0, validator=v.ge(0), metadata={
+        "help": "top-k sampling (0: off); set, samples are off-policy as with top_p"})
     max_new_tokens: int = attrs.field(default=8, validator=v.ge(1), metadata={"help": "completion length limit"})
     batch_size: int = attrs.field(default=1024, validator=v.ge(1), metadata={
         "help": "sequences per decode call (prompts x samples); bounds memory"})
+
+
+OFF_POLICY = ("shapes which tokens are drawn, not the recorded log-probs (the model's own at the temperature, "
+              "as the update computes them): set, samples are off-policy and nothing corrects for it, as in TRL")
 
 
 @attrs.frozen
 class HFSamplerConfig(SamplingSettings):
     stop: tuple[str, ...] = attrs.field(default=(), metadata={
         "help": "stop strings besides EOS, e.g. [\"\\nQuestion:\"] for a few-shot base model; the answer is read before them"})
+    min_p: float = attrs.field(default=0.0, validator=[v.ge(0), v.le(1)], metadata={
+        "help": "min-p sampling: drop tokens below min_p x the likeliest token's probability (0: off); " + OFF_POLICY})
+    repetition_penalty: float = attrs.field(default=1.0, validator=v.gt(0), metadata={
+        "help": "transformers' repetition penalty over the prompt and completion so far (1: off; >1 discourages "
+                "repeats), applied also to greedy decoding as generate() does; " + OFF_POLICY})
 
 
 def matmul_dtype(value: str, device: str) -> str:

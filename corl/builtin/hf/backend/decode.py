@@ -3,23 +3,35 @@
 from __future__ import annotations
 
 
+def processors(cfg) -> list:
+    """transformers' logits processors that ``generate`` applies also when greedy (the repetition
+    penalty), from a sampler config; each is called with the rows' ids so far, prompt included."""
+    from transformers import RepetitionPenaltyLogitsProcessor
+
+    penalty = getattr(cfg, "repetition_penalty", 1.0)
+    return [RepetitionPenaltyLogitsProcessor(penalty)] if penalty != 1.0 else []
+
+
 def warpers(cfg) -> list:
-    """transformers' top-k / top-p logits warpers, as ``generate`` would apply them."""
-    from transformers import TopKLogitsWarper, TopPLogitsWarper
+    """transformers' top-k / top-p / min-p logits warpers, in ``generate``'s order (sampling only)."""
+    from transformers import MinPLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
     out = [TopKLogitsWarper(cfg.top_k)] if cfg.top_k else []
-    return out + ([TopPLogitsWarper(cfg.top_p)] if cfg.top_p < 1.0 else [])
+    out += [TopPLogitsWarper(cfg.top_p)] if cfg.top_p < 1.0 else []
+    return out + ([MinPLogitsWarper(cfg.min_p)] if getattr(cfg, "min_p", 0.0) > 0 else [])
 
 
 def decode(model, ids, mask, n: int, max_new_tokens: int, temp: float, greedy: bool, warpers, eos: int, pad: int,
-            stop=None, check=lambda: None):
+            stop=None, check=lambda: None, processors=()):
     """N samples for each of a batch of left-padded prompts, with a KV cache.
 
     Each prompt is prefilled once and its cache repeated ``n`` times (``generate`` prefills every
     sample's copy); the loop ends as soon as every row has sampled EOS or a stop string. Returns
     ``(ids, logps, mask)``, each ``[rows, T]``: the completion ids (pad after a row's end), their
-    sampling-time log-probs from the raw logits at ``temp`` (top-k / top-p shape what is drawn,
-    never the recorded log-prob), and the mask of each row's own tokens, up to and including the
+    sampling-time log-probs from the raw logits at ``temp`` (``processors`` (the repetition penalty,
+    also greedy) and ``warpers`` (top-k / top-p / min-p, sampling only) shape what is drawn, never the
+    recorded log-prob, which stays the training forward's), and the mask of each row's own tokens,
+    up to and including the
     EOS or stop-string token that ended it. One step's ``[rows, vocab]`` logits exist at a time.
     ``check()`` runs before every forward pass (a run's stop: :class:`corl.types.StopToken`).
     """
@@ -38,18 +50,23 @@ def decode(model, ids, mask, n: int, max_new_tokens: int, temp: float, greedy: b
     mask, last = mask.repeat_interleave(n, 0), positions[:, -1:].repeat_interleave(n, 0)
     done = torch.zeros(len(mask), dtype=torch.bool, device=mask.device)
     tokens, logps, live = [], [], []
+    history = ids.repeat_interleave(n, 0) if processors else None  # what a repetition penalty looks back on
     for t in range(max_new_tokens):
         scaled = logits / temp
+        shaped = scaled
+        for process in processors:  # (a penalty divides or multiplies a logit: the same before or after 1/temp)
+            shaped = process(history, shaped)
         if greedy:
-            token = scaled.argmax(-1)
+            token = shaped.argmax(-1)
         else:
-            shaped = scaled
             for warp in warpers:
                 shaped = warp(None, shaped)
             token = draw(shaped)
         live.append(~done)
         token = token.masked_fill(done, pad)
         tokens.append(token)
+        if history is not None:
+            history = torch.cat([history, token[:, None]], 1)
         logps.append(scaled.log_softmax(-1).gather(1, token[:, None]).squeeze(1))
         done = done | (token == eos)
         if stop is not None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from corl.builtin.hf.backend.common import load
 from corl.builtin.hf.backend.config import HFAgentConfig
-from corl.builtin.hf.backend.prompts import format_prompts
+from corl.builtin.hf.backend.prompts import chat_template_text, format_prompts, use_chat_template
 from corl.builtin.hf.models import sources, zoo
 from corl.builtin.hf.models.catalog import SHIPPED_ZOO, shipped_folder
 from corl.errors import CorlError
@@ -60,7 +60,25 @@ def _gguf_tokenizer_source(value: str) -> tuple[Path, str | None]:
 
 
 def rendered(config: HFAgentConfig, ctx, prompts: Sequence[Prompt]) -> list[str]:
-    """The exact strings an ``hf`` agent with ``config`` tokenizes for ``prompts``."""
-    texts, _ = format_prompts(tokenizer_for(config, ctx), prompts, config.prompt_format, config.prompt_template,
-                              config.system_prompt, who=f"agent {ctx.agent_name!r}")
-    return texts
+    """The exact strings an ``hf`` agent with ``config`` tokenizes for ``prompts``; a prompt that
+    ``max_prompt_length`` cuts is shown as its kept tokens decoded, after a line that says so."""
+    who = f"agent {ctx.agent_name!r}"
+    template = chat_template_text(config.chat_template, getattr(ctx.spec, "source", None), who)
+    tokenizer = tokenizer_for(config, ctx)
+    use_chat_template(tokenizer, template)
+    texts, special = format_prompts(tokenizer, prompts, config.prompt_format, config.prompt_template,
+                                    config.system_prompt, who=who)
+    limit = config.max_prompt_length
+    if limit is None:
+        return texts
+    tokenizer.truncation_side = config.truncation_side
+    out = []
+    for text in texts:
+        whole = len(tokenizer(text, add_special_tokens=special)["input_ids"])
+        if whole <= limit:
+            out.append(text)
+            continue
+        kept = tokenizer(text, add_special_tokens=special, truncation=True, max_length=limit)["input_ids"]
+        out.append(f"[cut from {whole} to {limit} tokens on the {config.truncation_side} (max_prompt_length); "
+                   f"the kept tokens:]\n{tokenizer.decode(kept)}")
+    return out

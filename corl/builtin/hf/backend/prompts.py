@@ -10,6 +10,10 @@
 * ``raw``: ``prompt_template`` filled with the text, as plain text (base models; the template may
   hold few-shot examples, e.g. ``"Question: 2+3?\\nAnswer: 5\\n\\nQuestion: {prompt}\\nAnswer:"``).
 * ``auto``: chat when the tokenizer has a chat template, else raw.
+
+An agent's ``chat_template`` (inline Jinja, or a file relative to the recipe) replaces its
+tokenizer's own: :func:`use_chat_template` sets it on the tokenizer, so the sampler, the update,
+``corl data preview`` and the saved checkpoints all render with it.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from collections.abc import Sequence
 from corl.errors import CorlError
 from corl.types import Prompt
 
+_JINJA = ("{%", "{{")  # what makes a chat_template value a template rather than a file path
+
 
 def check_template(instance, attribute, value: str) -> None:
     """attrs validator: a format string whose only field is ``{prompt}``."""
@@ -29,6 +35,51 @@ def check_template(instance, attribute, value: str) -> None:
         fields = []
     if set(fields) != {"prompt"}:
         raise ValueError("must be a format string whose only field is {prompt} (write {{ and }} for braces)")
+
+
+def check_chat_template(instance, attribute, value: str) -> None:
+    """attrs validator of ``chat_template``: inline Jinja must compile (a file is read, and checked, where
+    the recipe's folder is known: :func:`chat_template_text`)."""
+    if any(mark in value for mark in _JINJA):
+        _compile(value)
+    elif not value.strip():
+        raise ValueError("is empty; give a Jinja template or the path of a template file")
+
+
+def _compile(template: str) -> None:
+    import jinja2
+
+    try:
+        jinja2.Environment().parse(template)
+    except jinja2.TemplateSyntaxError as exc:
+        why = str(exc.message).splitlines()[0].replace(": ", " - ")  # (a recipe error line is cut at ': ')
+        raise ValueError(f"is not a valid Jinja template (line {exc.lineno} of the template, {why})") from None
+
+
+def chat_template_text(value: str | None, recipe: str | None, who: str) -> str | None:
+    """The Jinja text of a ``chat_template`` value: inline, or read from a file relative to the recipe
+    file ``recipe`` (the working directory for a recipe given as a table)."""
+    if value is None or any(mark in value for mark in _JINJA):
+        return value
+    from pathlib import Path
+
+    base = Path(recipe).parent if recipe and not recipe.startswith("<") else Path.cwd()
+    path = base / Path(value).expanduser()
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise CorlError(f"{who}: chat_template {value!r}: cannot read {path} ({exc.strerror or exc})") from None
+    try:
+        _compile(text)
+    except ValueError as exc:
+        raise CorlError(f"{who}: chat_template {path} {exc}") from None
+    return text
+
+
+def use_chat_template(tokenizer, template: str | None) -> None:
+    """Make ``template`` (when given) the tokenizer's chat template."""
+    if template is not None:
+        tokenizer.chat_template = template
 
 
 def uses_chat(tokenizer, prompt_format: str) -> bool:

@@ -1,7 +1,10 @@
 """The ``hf`` sampler: a batched KV-cached decode loop over the agent's own transformers model.
 
-Sampling keeps the behaviour policy's log-probs (from the raw logits at the sampling
-temperature), so the optimizer's first ratio is exactly 1 and no extra forward pass is needed.
+Sampling keeps the policy's log-probs (from the raw logits at the sampling temperature), equal to
+the training forward's, so the optimizer's first ratio is exactly 1 and no extra forward pass is
+needed. ``top_k``, ``top_p``, ``min_p`` and ``repetition_penalty`` change which tokens are drawn
+but not those log-probs: with any of them set, completions come from a shaped distribution while
+the update treats them as the model's own (off-policy, uncorrected, as in TRL; docs/reference.md).
 Each prompt is prefilled once for its N samples (:func:`corl.builtin.hf.backend.decode.decode`).
 """
 
@@ -12,7 +15,7 @@ from collections.abc import Sequence
 from corl.builtin.hf.backend.batch import rollout
 from corl.builtin.hf.backend.common import TextAgent, check_length, sampler_key, serves
 from corl.builtin.hf.backend.config import HFSamplerConfig
-from corl.builtin.hf.backend.decode import StopAt, decode, warpers
+from corl.builtin.hf.backend.decode import StopAt, decode, processors, warpers
 from corl.types import Prompt, Rollout
 
 
@@ -36,7 +39,7 @@ class HFSampler:
         temp = 1.0 if greedy else (temperature or cfg.temperature)
         enc = agent.encode(prompts).to(agent.device)
         eos, pad = tok.eos_token_id, tok.pad_token_id
-        shape = [] if greedy else warpers(cfg)
+        shape, process = ([] if greedy else warpers(cfg)), processors(cfg)
         stop = self._stop_at(tok) if cfg.stop else None
         per_call = max(1, cfg.batch_size // n)  # prompts per decode call: prompts x samples <= batch_size
         pieces = []
@@ -46,7 +49,7 @@ class HFSampler:
                 ids = enc["input_ids"][start:start + per_call]
                 am = enc["attention_mask"][start:start + per_call]
                 pieces.append(decode(model, ids, am, n, cfg.max_new_tokens, temp, greedy, shape, eos, pad, stop,
-                                     check=self.check))
+                                     check=self.check, processors=process))
         width = max(c.shape[1] for c, _, _ in pieces)
         pad_to = lambda t, value=0: torch.nn.functional.pad(t, (0, width - t.shape[1]), value=value)
         completion = torch.cat([pad_to(c, pad) for c, _, _ in pieces])

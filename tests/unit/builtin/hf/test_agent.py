@@ -263,7 +263,8 @@ def test_huge_prompts_are_refused_by_file_and_line_before_any_model_work(tmp_pat
     assert time.perf_counter() - start < 10  # tokenizing the whole file took over a minute
     assert str(info.value) == (f"agent 'a': prompt {tmp_path}/train.jsonl:17 is more than 64 tokens (1000003 "
                                "characters): it alone fills the model's context of 64 positions (and 45 more "
-                               "prompts); shorten or drop such prompts, or use a model with a longer context")
+                               "prompts); shorten or drop such prompts, or use a model with a longer context, or cut "
+                               "them with the agent's max_prompt_length")
     assert not (tmp_path / "cache").exists()  # nothing warm-started, nothing cached
 
 

@@ -283,3 +283,56 @@ def test_a_bad_extractor_is_one_line_at_its_key_path(value, problem):
         load_recipe(recipe, registry=build_registry(make_plugin_manager(autoload=False)))
     (line,) = info.value.problems
     assert line.startswith(f"<recipe>: task.answers: invalid value {value!r}: ") and problem in line
+
+
+@pytest.mark.parametrize("text", [
+    "End with 'Answer: <number>.",  # the instruction echoed back
+    "Answer: </strong>", "Answer: <br>", "Answer: the", "The answer is: is", "Answer: [your answer]",
+    "Answer: {answer}", "**Answer:** <number>", "Answer: Paris",  # a word alone after a marker of a completion
+])
+def test_junk_after_a_marker_is_no_answer(text):
+    assert extract_answer(text) is None
+
+
+def test_equal_junk_never_agrees_with_itself():
+    echoes = ["End with 'Answer: <number>'.", "End with 'Answer: <number>'"]
+    answers_ = [extract_answer(t) for t in echoes]
+    assert answers_ == [None, None] and not V.equivalent(*answers_)
+
+
+@pytest.mark.parametrize("text, answer", [
+    ("Answer: 21 (as Bob gave away 4 stickers)", "21"),
+    ("Answer: 21 apples (10 + 11)", "21"),
+    ("Answer: 42 pens", "42"),
+    ("Answer: 21, since 10 + 11 = 21.", "21"),
+    ("Answer: 21 because she picked 11 more", "21"),
+    ("**Answer:** **21**", "21"),
+    ("Answer: <strong>21</strong>", "21"),
+    ("Answer: $21.", "21"),
+    ("Answer: 21.", "21"),
+    (r"Answer: \boxed{21}", "21"),
+    ("The answer is 1,234 marbles; she counted twice.", "1234"),
+    ("Answer: the total is 12 + 5 = 17 apples, because she picked 5", "17"),
+    ("Answer: 17\n\nEnd with 'Answer: <number>'.", "17"),  # an echo after the answer: the answer stands
+    ("12 + 5 = 17. End with 'Answer: <number>'.", "17"),  # no placeholder for the fallback either
+    ("#### 21 eggs (7 x 3)", "21"),
+    ("Answer: 2 + 3 = 5", "2 + 3 = 5"),  # mathematics continues the number: not 2 (math-verify reads it as 5)
+    ("Answer: 42% of them", "42%"),
+    ("The number 6 is the answer that is left over from the original 9.", "6"),  # named before the marker
+])
+def test_a_number_stated_with_units_and_a_clause_is_read(text, answer):
+    found = extract_answer(text)
+    assert found == answer
+    assert V.equivalent(found, extract_label(answer))
+
+
+@pytest.mark.parametrize("text, answer", [
+    ("Omar has 10 - 10 = 0 dollars left.\nTherefore, Omar has 10 - 10", None),  # cut off by the token limit
+    ("This is 12 + 12 = 24 passengers.\n\nTherefore", None),
+    ("This is 12 + 12 = 24 passengers.\n\nThe answer is 24", "24"),  # a marker is read, cut off or not
+    ("Maya picks 5 more apples. So she has 12 + 5 = 17 apples.", "17"),  # finished: the fallback reads it
+    ("so -12", "-12"),  # one unfinished line: a short answer
+    ("46 - 12 = 34. Number of passengers: 34\n\n", "34"),  # a line it ended (before a stop string): finished
+])
+def test_a_completion_cut_off_while_working_states_no_answer(text, answer):
+    assert extract_answer(text) == answer
