@@ -58,6 +58,10 @@ def _build_for_inspection(args, extra: list[str], *, base: bool = False):
         data.setdefault("run", {})["supervised"] = False
     elif run_dir is not None and not base:
         final = run_dir / "checkpoints" / "final"
+        if final.is_dir():
+            from corl import manifest
+
+            manifest.verify(final)  # a flipped byte is named here, never evaluated
         for agent in data["agents"]:
             # the trained weights, read by the same agent type (one whose type declares where it names them)
             key = model_key(agent)
