@@ -136,7 +136,7 @@ FULL = 1 << 20
 TRASH = ".trash-"
 
 
-def remove(path: Path) -> None:
+def remove(path: Path, fault: Callable[[], None] = lambda: None) -> None:
     """Remove folder ``path`` crash-safely: renamed away first (one atomic step), then deleted, so a
     kill mid-delete leaves a hidden ``.trash-*`` folder, never a half-deleted ``path``."""
     trash = path.parent / f"{TRASH}{path.name}-{os.getpid()}"
@@ -145,4 +145,5 @@ def remove(path: Path) -> None:
     except FileNotFoundError:
         return
     fsync_dir(path.parent)
+    fault()  # tests kill the process here: mid-delete
     shutil.rmtree(trash, ignore_errors=True)

@@ -85,7 +85,7 @@ def write(root: Path, step: int, state: dict[str, Any], rng: dict[str, Any], sav
     if layout.is_writer:
         for old in list_complete(root)[:-keep]:
             if old != final:
-                remove(old)  # renamed away first: a kill mid-delete leaves no half-deleted step-*
+                remove(old, lambda: fault("retention"))  # renamed away first: a kill mid-delete leaves no half-deleted step-*
     return final
 
 

@@ -302,7 +302,10 @@ class Run:
             requested = interrupts.exchange(self, step)  # a signal on any rank stops every rank here
             if self._eval_due(step) and requested is None:
                 self.evaluate(step)
-            if ckpt_every and step % ckpt_every == 0:
+            # the last step's checkpoint waits for the final evaluation, so it holds it: a resume (with
+            # more steps) never evaluates that step again, and its record in metrics.jsonl stays
+            final_due = step == steps and requested is None and self.stop_reason is None
+            if ckpt_every and step % ckpt_every == 0 and not final_due:
                 self.checkpoint(step)
             if self._eval_due(step) or (ckpt_every and step % ckpt_every == 0):
                 interrupts.exchange(self, step)  # one that came during them
@@ -313,6 +316,8 @@ class Run:
         last = self.stopped_at or steps
         if last and (last not in self.evals or self.start_step < last):
             self.evaluate(last, final=True)
+        if ckpt_every and last == steps and steps % ckpt_every == 0 and self.checkpointed_step < last:
+            self.checkpoint(last)
 
     def _eval_due(self, step: int) -> bool:
         every = self.spec.eval.every
