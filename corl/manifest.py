@@ -118,8 +118,10 @@ def verify(root: Path) -> None:
     for name, entry in sorted(listed.items()):
         size = (root / name).stat().st_size
         if size != entry["size"]:
-            raise ManifestError(f"{root}: {name} has {size} bytes, {entry['size']} when written (truncated or replaced)")
-    jobs = [(name, i, job) for name in sorted(listed) for i, job in enumerate(_blocks(root / name, listed[name]["size"]))]
+            raise ManifestError(f"{root}: {name} has {size} bytes, {entry['size']} when written (truncated or "
+                                "replaced)")
+    jobs = [(name, i, job) for name in sorted(listed)
+            for i, job in enumerate(_blocks(root / name, listed[name]["size"]))]
     with ThreadPoolExecutor(_workers()) as pool:
         try:
             digests = list(pool.map(_digest_block, [job for _, _, job in jobs]))

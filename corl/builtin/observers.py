@@ -95,7 +95,9 @@ class JsonlObserver:
     def corl_on_run_start(self, run):
         # resumed: only what the checkpoint covers (its steps, its evaluations), never a torn last line
         def covered(record):
-            return record.get("step") in run.evals if record.get("kind") == "eval" else record.get("step", 0) <= run.start_step
+            if record.get("kind") == "eval":
+                return record.get("step") in run.evals
+            return record.get("step", 0) <= run.start_step
 
         self.file = logs.reopen_jsonl(run.output_dir / "metrics.jsonl", run.start_step, covered)
         self.samples = logs.reopen_jsonl(run.output_dir / "samples.jsonl", run.start_step, covered)

@@ -85,7 +85,7 @@ def write(root: Path, step: int, state: dict[str, Any], rng: dict[str, Any], sav
     if layout.is_writer:
         for old in list_complete(root)[:-keep]:
             if old != final:
-                remove(old, lambda: fault("retention"))  # renamed away first: a kill mid-delete leaves no half-deleted step-*
+                remove(old, lambda: fault("retention"))  # renamed away first: never a half-deleted step-*
     return final
 
 
@@ -157,8 +157,8 @@ def resume_point(root: Path, log: Callable[[str], None], name: str | None = None
         return path
     if failed:
         why = "; ".join(why for _, why in failed)
-        raise CorlError(f"{root}: no checkpoint verifies: {why}; restore the files, or pass --force to start the "
-                        "run over")
+        raise CorlError(f"{root}: no checkpoint verifies: {why}; restore the files, or start the run over with "
+                        "--force (without --resume)")
     return None
 
 

@@ -40,7 +40,8 @@ def test_a_full_disk_is_named_and_leaves_the_last_checkpoint_whole(tmp_path, cac
         subprocess.run(["umount", str(disk)], check=True)
     assert rc == 2 and "Traceback" not in err, err[-3000:]
     line = err.strip().splitlines()[-1]
-    assert line.startswith(f"corl: error: no space left on device writing {out / 'checkpoints' / 'step-000002'} ("), line
+    target = out / "checkpoints" / "step-000002"
+    assert line.startswith(f"corl: error: no space left on device writing {target} ("), line
     assert "the partial folder was removed); checkpoint step-000002 needs about 8." in line, line
     assert line.endswith(f"MB (the size of step-000001, which is intact); free space in {out / 'checkpoints'} and "
                          "continue with --resume"), line

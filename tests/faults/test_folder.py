@@ -39,9 +39,9 @@ def test_a_lock_left_by_a_killed_run_never_blocks(killed, tmp_path):
     # the winner was SIGKILLed holding the lock; its record is still in the file
     assert json.loads((killed / ".corl.lock").read_text())["pid"]
     with lock.holding(killed, "test"):  # the kernel released it with the process
-        child = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from corl.runtime import lock\n"
-                                f"with lock.holding(Path({str(killed)!r}), 'second'): pass"],
-                               capture_output=True, text=True)
+        code = ("from pathlib import Path\nfrom corl.runtime import lock\n"
+                f"with lock.holding(Path({str(killed)!r}), 'x'):\n pass")
+        child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert child.returncode != 0 and f"pid {os.getpid()} on {socket.gethostname()}: test" in child.stderr
 
 
