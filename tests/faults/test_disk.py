@@ -29,7 +29,8 @@ def test_a_full_disk_is_named_and_leaves_the_last_checkpoint_whole(tmp_path, cac
     disk = tmp_path / "disk"
     disk.mkdir()
     # room for one checkpoint of the three tiny agents (8.6 MB) and the logs, not for a second one
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=14m", "tmpfs", str(disk)], check=True)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=14m", "tmpfs", str(disk)]).returncode:
+        pytest.skip("root, but mounting a tmpfs is not allowed here (a container without CAP_SYS_ADMIN)")
     try:
         out = disk / "run"
         rc, err = corl(*args(out, sets=["run.steps=2", "run.observers=['jsonl']"]))
@@ -37,7 +38,7 @@ def test_a_full_disk_is_named_and_leaves_the_last_checkpoint_whole(tmp_path, cac
         if names == ["step-000001"]:
             checkpoint.check(out / "checkpoints" / "step-000001")
     finally:
-        subprocess.run(["umount", str(disk)], check=True)
+        subprocess.run(["umount", "--lazy", str(disk)], check=True)  # lazy: never left mounted
     assert rc == 2 and "Traceback" not in err, err[-3000:]
     line = err.strip().splitlines()[-1]
     target = out / "checkpoints" / "step-000002"

@@ -58,16 +58,18 @@ def test_a_kill_inside_retention_leaves_no_half_deleted_checkpoint(killed, resum
 def test_a_read_only_folder_is_one_line(killed, tmp_path):
     out = copy(killed, tmp_path / "run")
     if os.geteuid() == 0:  # root writes through permissions: a read-only mount is what stops it
-        subprocess.run(["mount", "--bind", str(out), str(out)], check=True)
-        subprocess.run(["mount", "-o", "remount,ro,bind", str(out)], check=True)
+        if subprocess.run(["mount", "--bind", str(out), str(out)]).returncode:
+            pytest.skip("root, but mounting is not allowed here (a container without CAP_SYS_ADMIN)")
     else:
         os.chmod(out, 0o555)
     try:
+        if os.geteuid() == 0:
+            subprocess.run(["mount", "-o", "remount,ro,bind", str(out)], check=True)
         rc, err = corl(*args(out, "--resume"))
         fresh, err2 = corl(*args(out / "sub"))
     finally:
         if os.geteuid() == 0:
-            subprocess.run(["umount", str(out)], check=True)
+            subprocess.run(["umount", "--lazy", str(out)], check=True)
         else:
             os.chmod(out, 0o755)
     why = "read-only file system" if os.geteuid() == 0 else "permission denied"
