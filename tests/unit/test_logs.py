@@ -202,3 +202,20 @@ def test_cli_log_level_is_set_by_environment(tmp_path, fakes_installed):
     res = subprocess.run([sys.executable, "-m", "corl.cli", "run", str(tmp_path / "r.toml"), "--set",
                           f"run.output_dir='{tmp_path / 'out'}'"], capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode == 0 and res.stderr == "", res.stderr
+
+
+def test_a_resumed_jsonl_log_keeps_what_the_checkpoint_covers_and_drops_a_torn_tail(tmp_path):
+    from corl.logs import reopen_jsonl
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1}\n{"step": 2}\nnot json\n{"step": 3}\n{"step": 2, "ki')
+    said = []
+    with reopen_jsonl(path, 2, log=said.append) as f:
+        f.write('{"step": 3}\n')
+    assert path.read_text() == '{"step": 1}\n{"step": 2}\n{"step": 3}\n'
+    assert said == [f"{path}: dropped an unreadable line 3 (8 bytes) left by the interrupted run",
+                    f"{path}: dropped a torn last line (15 bytes) left by the interrupted run"]
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.jsonl"]  # no temp file left
+    with reopen_jsonl(path, 0):  # a new run starts it empty
+        pass
+    assert path.read_text() == ""
