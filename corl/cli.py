@@ -52,7 +52,7 @@ def cmd_run(args) -> int:
     from corl.runtime import Run, prepare
 
     pm, spec = prepare(args.recipe, args.set)  # a file, a shipped recipe's name or a run dir
-    Run(spec, pm=pm, resume=args.resume, force=args.force).execute()
+    Run(spec, pm=pm, resume=args.resume, force=args.force, resume_from=args.resume_from).execute()
     return 0
 
 
@@ -193,7 +193,11 @@ def parser() -> argparse.ArgumentParser:
             sp.add_argument("--rows", type=int, default=50, help="rows of each data file to read and check (default 50)")
         if name == "run":
             sp.add_argument("--resume", action="store_true",
-                            help="continue from the newest complete checkpoint in the run's output dir")
+                            help="continue from the newest checkpoint in the run's output dir that verifies (one "
+                                 "that does not is named, and the one before it used)")
+            sp.add_argument("--resume-from", metavar="step-N", default=None,
+                            help="continue from exactly this checkpoint (e.g. step-000040); refused, naming what is "
+                                 "wrong, unless it verifies")
             sp.add_argument("--force", action="store_true",
                             help="replace an earlier run in the output dir (finished or started); with --resume, "
                                  "resume even if the recipe changed in a way that matters")

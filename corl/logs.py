@@ -201,3 +201,47 @@ def samples_markdown(samples: Any) -> dict[str, str]:
                                                  "|" + "---|" * len(SAMPLE_COLUMNS)])
         lines.append("| " + " | ".join(cell(row[c]) for c in SAMPLE_COLUMNS) + " |")
     return {agent: "\n".join(lines) for agent, lines in tables.items()}
+
+
+def reopen_jsonl(path: Any, start_step: int, keep: Callable[[dict[str, Any]], bool] | None = None,
+                 log: Callable[[str], None] | None = None):
+    """An append-only log of JSON lines (``metrics.jsonl``, a plugin's own), opened for appending.
+
+    A new run (``start_step`` 0) starts it empty. A resumed run keeps the records its checkpoint
+    covers (``keep(record)``; by default those whose ``step`` is at most ``start_step``) and drops
+    the rest, and drops a torn last line (half a record, left by a kill or a full disk) with a
+    line saying so, so a resume never fails on what an interrupted run left. The kept records are
+    written to a temp file and renamed over the log: a kill while reopening loses nothing.
+    Observers of plugins call it from ``corl_on_run_start`` with ``run.start_step``.
+    """
+    import json
+    import os
+    from pathlib import Path
+
+    path = Path(path)
+    keep = keep or (lambda record: record.get("step", 0) <= start_step)
+    say = log or get().info
+    kept: list[str] = []
+    if start_step and path.exists():
+        lines = path.read_bytes().split(b"\n")
+        for i, raw in enumerate(lines):
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+                if not isinstance(record, dict):
+                    raise ValueError("not a JSON object")
+            except ValueError:
+                last = i == len(lines) - 1 or not any(x.strip() for x in lines[i + 1:])
+                say(f"{path}: dropped {'a torn last line' if last else f'an unreadable line {i + 1}'} "
+                    f"({len(raw)} bytes) left by the interrupted run")
+                continue
+            if keep(record):
+                kept.append(raw.decode() + "\n")
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w") as f:
+        f.writelines(kept)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return open(path, "a")

@@ -95,8 +95,14 @@ class JsonlObserver:
 
     @hookimpl
     def corl_on_run_start(self, run):
-        self.file = _reopen(run.output_dir / "metrics.jsonl", run.start_step)
-        self.samples = _reopen(run.output_dir / "samples.jsonl", run.start_step)
+        # resumed: only what the checkpoint covers (its steps, its evaluations), never a torn last line
+        def covered(record):
+            if record.get("kind") == "eval":
+                return record.get("step") in run.evals
+            return record.get("step", 0) <= run.start_step
+
+        self.file = logs.reopen_jsonl(run.output_dir / "metrics.jsonl", run.start_step, covered)
+        self.samples = logs.reopen_jsonl(run.output_dir / "samples.jsonl", run.start_step, covered)
 
     def _write(self, record, file=None):
         file = file or self.file
@@ -125,17 +131,6 @@ class JsonlObserver:
         for file in (self.file, self.samples):
             if file is not None:
                 file.close()
-
-
-def _reopen(path: Path, start_step: int):
-    """A log of JSON lines for writing; resumed, it keeps only what the checkpoint covers."""
-    kept = []
-    if start_step and path.exists():
-        kept = [line for line in path.read_text().splitlines(keepends=True)
-                if line.strip() and json.loads(line)["step"] <= start_step]
-    file = open(path, "w")
-    file.writelines(kept)
-    return file
 
 
 class TensorboardObserver:

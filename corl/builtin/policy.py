@@ -294,7 +294,7 @@ class PolicyGradient:
                           for k, s in state["state"].items()}
         torch.save(state, Path(path) / self._state_file())
         if self.group.rank == 0:  # the same count on every rank of a group: its first writes it
-            (Path(path) / "schedule.json").write_text(json.dumps({"steps_done": self.steps_done}))
+            (Path(path) / "schedule.json").write_text(json.dumps({"steps_done": self.steps_done, "total": self.total}))
 
     def load_state(self, path: str) -> None:
         import torch
@@ -311,7 +311,11 @@ class PolicyGradient:
                                                 stride=p.stride()) for n, t in s.items() if t.shape == p.to_local().shape})
         self.optim.load_state_dict(state)
         schedule = Path(path) / "schedule.json"  # absent in checkpoints from before schedules: no step counted
-        self.steps_done = json.loads(schedule.read_text())["steps_done"] if schedule.exists() else 0
+        saved = json.loads(schedule.read_text()) if schedule.exists() else {}
+        self.steps_done = saved.get("steps_done", 0)
+        # a resumed run with more steps extends the schedule, never re-spans it: its span stays the one the
+        # run started with, and the steps past it train at its last lr (docs/checkpoints.md)
+        self.total = saved.get("total") or self.total
 
 
 def grpo(config: GRPOConfig, ctx) -> PolicyGradient:

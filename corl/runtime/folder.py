@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 from corl import recipe as recipe_mod
+from corl.atomic import TRASH
 from corl.errors import CorlError
 from corl.runtime import checkpoint, snapshot
 
@@ -85,7 +86,8 @@ def clear(out: Path) -> None:
     ckpts = out / "checkpoints"
     if ckpts.is_dir():
         for p in ckpts.iterdir():
-            if checkpoint.STEP_DIR.fullmatch(p.name) or p.name == "final" or p.name.startswith((".step-", ".final")):
+            if (checkpoint.STEP_DIR.fullmatch(p.name.removesuffix(".unverified")) or p.name == "final"
+                    or p.name.startswith((".step-", ".final", TRASH))):
                 shutil.rmtree(p, ignore_errors=True)
     board = out / "tensorboard"
     if board.is_dir():
@@ -111,13 +113,17 @@ def embedded_elsewhere(out: Path, spec, found: Path | None) -> str | None:
 
 def open_for(run) -> Path | None:
     """Make ``run.output_dir`` ready for ``run`` and return the checkpoint it resumes (None: it starts
-    at step 0). Rank 0 decides; every rank raises the same refusal. The recipe goes in first."""
+    at step 0): with ``--resume``, the newest that verifies (or exactly ``run.resume_from``). Rank 0
+    decides, under the folder's lock (:mod:`corl.runtime.lock`); every rank raises the same refusal.
+    The recipe goes in first."""
     layout, out = run.layout, run.output_dir
-    found = checkpoint.latest(run.checkpoint_root, clean=layout.is_writer) if run.resume else None
-    problem = None
+    found, problem = None, None
     if layout.is_writer:
         try:
-            problem = embedded_elsewhere(out, run.spec, found) if run.resume else None
+            if run.resume:
+                checkpoint.latest(run.checkpoint_root, clean=True)  # under the lock: no other run writes there
+                found = checkpoint.resume_point(run.checkpoint_root, run.log, run.resume_from)
+                problem = embedded_elsewhere(out, run.spec, found) or past_the_end(run.spec, found)
             if problem is None:
                 claim(out, resume=run.resume, force=run.force, found=found, log=run.log)
         except CorlError as exc:
@@ -134,3 +140,24 @@ def open_for(run) -> Path | None:
         source = run.spec.source
         (out / "recipe.source").write_text(str(Path(source).resolve()) if source and not source.startswith("<") else "")
     return found
+
+
+def past_the_end(spec, found: Path | None) -> str | None:
+    """Why checkpoint ``found`` cannot be continued to ``run.steps`` (None: it can)."""
+    if found is not None and checkpoint.step_of(found) > spec.run.steps:
+        return (f"{found}: step {checkpoint.step_of(found)} is past run.steps ({spec.run.steps}); resume with "
+                f"run.steps of {checkpoint.step_of(found)} or more")
+    return None
+
+
+def finished(out: Path, found: Path | None, steps: int) -> dict | None:
+    """The summary of the finished run in ``out`` when its checkpoint ``found`` is its last step and
+    ``steps`` (run.steps) asks for no more: resuming it has nothing to do (and must append nothing);
+    else None."""
+    try:
+        summary = json.loads((out / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if found is None or not isinstance(summary, dict) or not summary.get("steps") == checkpoint.step_of(found) == steps:
+        return None
+    return summary

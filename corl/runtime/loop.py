@@ -24,7 +24,7 @@ from corl.errors import CorlError, Interrupted, PluginError, Stopping
 from corl.plugins import PluginManager, Registry, call_hook, distributions, make_plugin_manager, register, registry_of
 from corl.protocols import Aggregator, Context, RewardRouter, Task
 from corl.recipe.locate import resolve
-from corl.runtime import checkpoint, distributed, folder, interrupts, process, snapshot
+from corl.runtime import checkpoint, distributed, folder, interrupts, lock, process, snapshot
 from corl.runtime.aggregation import BoundAggregator
 from corl.runtime.build import AgentSlot, Builder, check_given, observers, shaping_terms
 from corl.runtime.evaluation import evaluate_run
@@ -51,8 +51,9 @@ class Run:
     def __init__(self, spec: recipe_mod.RunSpec, *, plugins: Sequence[Any] = (), pm: PluginManager | None = None,
                  task: Task | None = None, aggregator: Aggregator | None = None,
                  router: RewardRouter | None = None, log: Callable[[str], None] | None = None, resume: bool = False,
-                 force: bool = False, layout: distributed.Local | None = None):
-        self.resume, self.force = resume, force
+                 force: bool = False, layout: distributed.Local | None = None, resume_from: str | None = None):
+        # resume_from: exactly this checkpoint (``step-000040``), refused unless it verifies
+        self.resume, self.force, self.resume_from = resume or resume_from is not None, force, resume_from
         self._given = {"task": task, "aggregator": aggregator, "router": router}
         check_given(spec, self._given)  # before anything is built or loaded
         # what the run ran with: recipe.json and checkpoints record an object's class, not the recipe's table
@@ -235,15 +236,22 @@ class Run:
     def execute(self) -> dict[str, Any]:
         """Build everything, evaluate, train ``run.steps`` steps, evaluate, and return the summary.
 
-        With ``resume``, continue from the newest complete checkpoint in the output dir. SIGINT /
-        SIGTERM anywhere stop the run with its completed steps saved (:class:`Interrupted`).
+        With ``resume``, continue from the newest checkpoint in the output dir that verifies. SIGINT /
+        SIGTERM anywhere stop the run with its completed steps saved (:class:`Interrupted`). The
+        output dir is locked for the run's life (:mod:`corl.runtime.lock`): one run per folder.
         """
         started = time.perf_counter()
-        resume_from = folder.open_for(self)  # refuses to write over an earlier run
-        try:
-            return self._execute(started, resume_from)
-        finally:
-            self.close()
+        with lock.holding(self.output_dir, lock.command(), enabled=self.layout.is_writer):
+            resume_from = folder.open_for(self)  # refuses to write over an earlier run
+            done = folder.finished(self.output_dir, resume_from, self.spec.run.steps)
+            if done is not None:  # nothing to train, evaluate or append
+                self.log(f"{self.output_dir}: the run finished at step {done['steps']} (summary.json); nothing to do; "
+                         "raise run.steps to train it further")
+                return done
+            try:
+                return self._execute(started, resume_from)
+            finally:
+                self.close()
 
     def _execute(self, started: float, resume_from: Path | None) -> dict[str, Any]:
         with process.StopOnSignal(self.stop):
@@ -297,7 +305,10 @@ class Run:
             requested = interrupts.exchange(self, step)  # a signal on any rank stops every rank here
             if self._eval_due(step) and requested is None:
                 self.evaluate(step)
-            if ckpt_every and step % ckpt_every == 0:
+            # the last step's checkpoint waits for the final evaluation, so it holds it: a resume (with
+            # more steps) never evaluates that step again, and its record in metrics.jsonl stays
+            final_due = step == steps and requested is None and self.stop_reason is None
+            if ckpt_every and step % ckpt_every == 0 and not final_due:
                 self.checkpoint(step)
             if self._eval_due(step) or (ckpt_every and step % ckpt_every == 0):
                 interrupts.exchange(self, step)  # one that came during them
@@ -308,6 +319,8 @@ class Run:
         last = self.stopped_at or steps
         if last and (last not in self.evals or self.start_step < last):
             self.evaluate(last, final=True)
+        if ckpt_every and last == steps and steps % ckpt_every == 0 and self.checkpointed_step < last:
+            self.checkpoint(last)
 
     def _eval_due(self, step: int) -> bool:
         every = self.spec.eval.every

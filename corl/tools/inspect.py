@@ -88,6 +88,11 @@ def _build_for_inspection(args, extra: list[str], *, base: bool = False, step: i
         data.setdefault("run", {})["supervised"] = False
     elif run_dir is not None and not base:
         trained, at = trained_folders(run_dir, step)
+        checkpoint = trained if trained.name == "final" else trained.parent
+        if checkpoint.is_dir():
+            from corl import manifest
+
+            manifest.verify(checkpoint)  # a flipped byte is named here, never evaluated
         for agent in data["agents"]:
             folder = trained / agent["name"]
             if not folder.is_dir():

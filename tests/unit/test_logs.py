@@ -246,3 +246,20 @@ def test_transformers_and_peft_warnings_are_off_in_runs_unless_debugging(monkeyp
         assert (hf_logging.get_verbosity() == hf_logging.ERROR) == (not debug)
     finally:
         hf_logging.set_verbosity(before)
+
+
+def test_a_resumed_jsonl_log_keeps_what_the_checkpoint_covers_and_drops_a_torn_tail(tmp_path):
+    from corl.logs import reopen_jsonl
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1}\n{"step": 2}\nnot json\n{"step": 3}\n{"step": 2, "ki')
+    said = []
+    with reopen_jsonl(path, 2, log=said.append) as f:
+        f.write('{"step": 3}\n')
+    assert path.read_text() == '{"step": 1}\n{"step": 2}\n{"step": 3}\n'
+    assert said == [f"{path}: dropped an unreadable line 3 (8 bytes) left by the interrupted run",
+                    f"{path}: dropped a torn last line (15 bytes) left by the interrupted run"]
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.jsonl"]  # no temp file left
+    with reopen_jsonl(path, 0):  # a new run starts it empty
+        pass
+    assert path.read_text() == ""

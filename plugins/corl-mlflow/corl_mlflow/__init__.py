@@ -64,6 +64,33 @@ def uri_for(config: MlflowConfig, output_dir: Path) -> str:
     return uri
 
 
+def truncate_file_store(uri: str, experiment_id: str, run_id: str, start_step: int) -> None:
+    """A resumed run's metric histories in a local file store, cut back to what its checkpoint
+    covers: each metric file is a log of ``timestamp value step`` lines, whose torn last line (a
+    kill, a full disk) and steps past ``start_step`` are dropped. (A tracking server keeps its
+    history: there the steps run again are logged twice.)"""
+    if "://" in uri and not uri.startswith("file:"):
+        return
+    from urllib.parse import unquote, urlparse
+
+    root = Path(unquote(urlparse(uri).path) if uri.startswith("file:") else uri) / experiment_id / run_id / "metrics"
+    for path in sorted(root.rglob("*")) if root.is_dir() else []:
+        if path.is_file():
+            kept = [line for line in path.read_text(errors="replace").splitlines(keepends=True)
+                    if _step_at_most(line, start_step)]
+            tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+            tmp.write_text("".join(line if line.endswith("\n") else line + "\n" for line in kept))
+            os.replace(tmp, path)
+
+
+def _step_at_most(line: str, step: int) -> bool:
+    parts = line.split()
+    try:
+        return len(parts) == 3 and line.endswith("\n") and int(parts[2]) <= step and float(parts[1]) is not None
+    except ValueError:
+        return False
+
+
 class MlflowObserver:
     """Scalars per step and per evaluation, the recipe as params, the run closed at the end."""
 
@@ -78,7 +105,9 @@ class MlflowObserver:
         self.client = client = MlflowClient(tracking_uri=uri_for(c, run.output_dir))
         ids = run.output_dir / ID_FILE
         if run.start_step > 0 and ids.exists():  # resumed: the same MLflow run goes on
-            self.run_id = json.loads(ids.read_text())["run_id"]
+            saved = json.loads(ids.read_text())
+            self.run_id = saved["run_id"]
+            truncate_file_store(uri_for(c, run.output_dir), saved["experiment_id"], self.run_id, run.start_step)
             client.update_run(self.run_id, status="RUNNING")
             return
         experiment = client.get_experiment_by_name(c.experiment)

@@ -15,7 +15,7 @@ def test_every_observer_writes_what_it_promises(tmp_path, capsys):
                                                          ("train", 3), ("train", 4), ("eval", 4)]
     assert {"reward_mean", "reward_std", "label_share", "grad_norm"} <= set(records[1]["agents"]["fake0"])
     final = tmp_path / "checkpoints" / "final"
-    assert sorted(p.name for p in final.iterdir()) == ["fake0", "fake1", "fake2", "summary.json"]
+    assert sorted(p.name for p in final.iterdir()) == ["fake0", "fake1", "fake2", "manifest.json", "summary.json"]
     assert json.loads((final / "summary.json").read_text())["agents"] == summary["agents"]
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

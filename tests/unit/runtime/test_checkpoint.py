@@ -35,23 +35,29 @@ def test_write_is_complete_and_keeps_the_newest(tmp_path):
     assert (newest / "agents" / "weights.txt").read_text() == "step 3"
 
 
-def test_a_write_killed_midway_leaves_no_step_folder_and_is_cleaned(tmp_path):
+def test_a_write_that_fails_midway_leaves_no_step_folder(tmp_path):
     write(tmp_path, 1)
 
-    class Killed(Exception):
+    class Failed(Exception):
         pass
 
-    def die(where):
-        raise Killed
+    def fail(where):
+        raise Failed
 
     try:
-        write(tmp_path, 2, fault=die)
-    except Killed:
+        write(tmp_path, 2, fault=fail)
+    except Failed:
         pass
     assert [p.name for p in checkpoint.list_complete(tmp_path)] == ["step-000001"]
-    assert any(p.name.startswith(".step-000002") for p in tmp_path.iterdir())
+    assert [p.name for p in tmp_path.iterdir()] == ["step-000001"]  # an error cleans its temp folder
+
+
+def test_what_a_killed_write_or_delete_leaves_is_cleaned(tmp_path):
+    write(tmp_path, 1)
+    (tmp_path / ".step-000002.tmp-999" / "agents").mkdir(parents=True)  # SIGKILL mid-write
+    (tmp_path / ".trash-step-000000-999" / "agents").mkdir(parents=True)  # SIGKILL mid-delete
     assert checkpoint.latest(tmp_path, clean=True).name == "step-000001"
-    assert not any(p.name.startswith(".step-") for p in tmp_path.iterdir())
+    assert [p.name for p in tmp_path.iterdir()] == ["step-000001"]
 
 
 def test_rng_states_round_trip(tmp_path):

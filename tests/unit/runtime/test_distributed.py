@@ -243,4 +243,5 @@ def test_a_data_parallel_agent_trains_on_two_ranks(tmp_path, cache_dir):
     assert [r["step"] for r in train] == [1, 2]
     assert all(0 <= r["agents"]["a"]["active_fraction"] <= 1 and r["agents"]["a"]["nonfinite"] == 0 for r in train)
     assert (out / "checkpoints" / "step-000002" / "optimizers" / "a" / "optimizer.rank001.pt").exists()
-    assert {p.name for p in (out / "checkpoints" / "final").iterdir()} == {"a", "b", "summary.json"}
+    final = out / "checkpoints" / "final"
+    assert {p.name for p in final.iterdir()} == {"a", "b", "manifest.json", "summary.json"}

@@ -15,7 +15,9 @@ SHORT = fake_recipe(**{"run.steps": 2, "run.observers": ["jsonl", "checkpoint", 
 
 
 def files(out):
-    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    """What a run left in ``out`` (the lock file, rewritten by every process that takes it, aside)."""
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
+            if p.is_file() and p.name != ".corl.lock"}
 
 
 def test_a_finished_run_is_kept_unless_forced(tmp_path, caplog):

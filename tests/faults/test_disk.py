@@ -1,0 +1,68 @@
+"""What a kill or a full disk leaves: torn logs, a partial checkpoint; a SIGKILL at a random moment."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+
+import pytest
+
+from corl.runtime import checkpoint
+from tests.faults.conftest import AGENTS, args, corl, final_weights, records, spawn, trained_steps
+
+
+def test_torn_log_tails_are_dropped_on_resume(resumed):
+    out, err = resumed
+    assert f"{out / 'metrics.jsonl'}: dropped a torn last line (" in err
+    assert f"{out / 'samples.jsonl'}: dropped a torn last line (" in err
+    assert trained_steps(out) == [1, 2, 3, 4]
+    assert [r["step"] for r in records(out) if r["kind"] == "eval"] == [0, 4]
+    samples = records(out, "samples.jsonl")
+    assert sorted({r["step"] for r in samples if r["kind"] == "train"}) == [1, 2, 3, 4]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+def test_a_full_disk_is_named_and_leaves_the_last_checkpoint_whole(tmp_path, cache_dir):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    # room for one checkpoint of the three tiny agents (8.6 MB) and the logs, not for a second one
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=14m", "tmpfs", str(disk)]).returncode:
+        pytest.skip("root, but mounting a tmpfs is not allowed here (a container without CAP_SYS_ADMIN)")
+    try:
+        out = disk / "run"
+        rc, err = corl(*args(out, sets=["run.steps=2", "run.observers=['jsonl']"]))
+        names = sorted(p.name for p in (out / "checkpoints").iterdir())
+        if names == ["step-000001"]:
+            checkpoint.check(out / "checkpoints" / "step-000001")
+    finally:
+        subprocess.run(["umount", "--lazy", str(disk)], check=True)  # lazy: never left mounted
+    assert rc == 2 and "Traceback" not in err, err[-3000:]
+    line = err.strip().splitlines()[-1]
+    target = out / "checkpoints" / "step-000002"
+    assert line.startswith(f"corl: error: no space left on device writing {target} ("), line
+    assert "the partial folder was removed); checkpoint step-000002 needs about 8." in line, line
+    assert line.endswith(f"MB (the size of step-000001, which is intact); free space in {out / 'checkpoints'} and "
+                         "continue with --resume"), line
+    assert names == ["step-000001"]  # no partial .step-*.tmp-* left behind
+
+
+def test_a_sigkill_at_a_random_moment_loses_nothing(resumed, tmp_path):
+    seed = int(os.environ.get("CORL_FAULT_SEED", time.time_ns() % 10_000))
+    delay = random.Random(seed).uniform(0.0, 4.0)
+    out = tmp_path / "run"
+    proc = spawn(out)
+    deadline = time.time() + 300
+    while time.time() < deadline and not (out / "recipe.json").exists():  # the run has its folder: models load next
+        time.sleep(0.05)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    rc, err = corl(*args(out, "--resume"))
+    assert rc == 0, f"CORL_FAULT_SEED={seed}: {err[-3000:]}"
+    assert trained_steps(out) == [1, 2, 3, 4], f"CORL_FAULT_SEED={seed}"
+    reference, weights = final_weights(resumed[0]), final_weights(out)
+    for name in AGENTS:
+        assert all((reference[name][k] == weights[name][k]).all() for k in reference[name]), f"CORL_FAULT_SEED={seed}"
