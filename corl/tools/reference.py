@@ -10,21 +10,32 @@ import attrs
 
 from corl import hookspecs
 from corl.plugins import Registry
-from corl.recipe.schema import DEFAULT_TYPES, EvalSection, RunSection
-from corl.recipe.structure import type_name
+from corl.recipe.schema import SHOWN, DEFAULT_TYPES, AgentKeys, EvalSection, RunSection, ShapingKeys, VotingKeys
+from corl.recipe.structure import default_of, type_name
 
 SECTIONS = (
     ("run", RunSection, "[run]"),
     ("eval", EvalSection, "[eval]"),
 )
+#: the component tables whose host keys sit beside the chosen component's: (title, kind, host keys, intro)
+HOST_TABLES = (
+    ("[voting]", "aggregator", VotingKeys, ""),
+    ("[[agents]]", "agent", AgentKeys, ""),
+    ("[[shaping]]", "shaping", ShapingKeys,
+     "Reward terms beside the peer reward: each completion's reward is the router's plus each term's value times "
+     "its weight. The label-free metrics and health checks read the peer reward; `shaped_reward_mean` / `_std` and "
+     "`shaping/<name>` report the rest. A term that reads labels (`needs_labels`) needs `run.supervised = true`."),
+)
+_BESIDE = {kind: f"{title} (besides {', '.join(f.name for f in attrs.fields(cls))})"
+           for title, kind, cls, _ in HOST_TABLES}
 COMPONENT_TABLES = (
     ("task", "[task]"),
-    ("agent", "[[agents]] (besides name, sampler, optimizer)"),
+    ("agent", _BESIDE["agent"]),
     ("sampler", "agents[i].sampler"),
     ("optimizer", "agents[i].optimizer"),
-    ("aggregator", "[voting] (besides n_votes, n_train)"),
+    ("aggregator", _BESIDE["aggregator"]),
     ("router", "[topology]"),
-    ("shaping", "[[shaping]] (besides weight, name)"),
+    ("shaping", _BESIDE["shaping"]),
 )
 
 
@@ -37,8 +48,7 @@ def _rows(cls: type, prefix: str = "") -> list[str]:
             out.append(f"| `{prefix}{f.name}` | a table | `{{}}` | {f.metadata.get('help', '')} |")
             out += _rows(hints[f.name], f"{prefix}{f.name}.")
             continue
-        default = "required" if f.default is attrs.NOTHING else repr(
-            f.default.factory() if isinstance(f.default, attrs.Factory) else f.default)
+        default = f.metadata.get(SHOWN) or ("required" if f.default is attrs.NOTHING else repr(default_of(f)))
         kind = type_name(hints[f.name])
         out.append(f"| `{prefix}{f.name}` | {kind} | `{default}` | {f.metadata.get('help', '')} |")
     return out
@@ -52,28 +62,12 @@ def render(registry: Registry) -> str:
         lines += [f"## {title}", "", *header, *_rows(cls), ""]
     for section in registry.sections():  # declared by plugins
         lines += [f"## [{section.name}] ({section.plugin})", "", section.help, "", *header, *_rows(section.config_cls), ""]
-    lines += ["## [voting]", "", *header,
-              "| `type` | a string | `'majority'` | aggregator, see below |",
-              "| `n_votes` | an integer | `8` | samples per prompt and agent that vote for the pseudo-label |",
-              "| `n_train` | an integer | `n_votes` | of those, how many are trained on (2 <= n_train <= n_votes) |", ""]
-    lines += ["## [[agents]]", "", *header,
-              "| `name` | a string | required | unique name (letters, digits, `_`, `-`, `.`) |",
-              "| `type` | a string | `'hf'` | agent, see below |",
-              "| `sampler` | a table | `{}` | sampler, see below; its type defaults to the agent's own type when a "
-              "sampler of that name exists (`hf_vision`), else `hf` |",
-              "| `optimizer` | a table | `{}` | optimizer, see below |",
-              "| `frozen` | true or false | `false` | samples and votes (a judge) but is never trained |",
-              "| `ranks` | a list (an integer each) | `[]` | several processes: the ranks that serve this agent "
-              "(several: an hf agent is sharded over them with FSDP2); empty: equal blocks of ranks "
-              "(docs/scale-out.md) |", ""]
-    lines += ["## [[shaping]]", "", "Reward terms beside the peer reward: each completion's reward is the router's "
-              "plus each term's value times its weight. The label-free metrics and health checks read the peer reward; "
-              "`shaped_reward_mean` / `_std` and `shaping/<name>` report the rest. A term that reads labels "
-              "(`needs_labels`) needs `run.supervised = true`.", "", *header,
-              "| `type` | a string | required | shaping term, see below |",
-              "| `weight` | a number | `1.0` | multiplies the term's value (negative: a penalty becomes a bonus) |",
-              "| `name` | a string | the type | names the term's metric `shaping/<name>` (two terms of one type need "
-              "names) |", ""]
+    for title, kind, cls, intro in HOST_TABLES:
+        default = f"`{DEFAULT_TYPES[kind]!r}`" if kind in DEFAULT_TYPES else "`required`"
+        rows = _rows(cls)  # `type` after the required keys
+        rows.insert(sum(f.default is attrs.NOTHING for f in attrs.fields(cls)),
+                    f"| `type` | a string | {default} | {kind}, see below |")
+        lines += [f"## {title}", "", *([intro, ""] if intro else []), *header, *rows, ""]
     for kind, where in COMPONENT_TABLES:
         default = f"default `{DEFAULT_TYPES[kind]}`" if kind in DEFAULT_TYPES else "required"
         lines += [f"## {kind} components: {where}", "",
