@@ -142,7 +142,7 @@ class AgentKeys:
     frozen: bool = attrs.field(default=False, metadata={H: "samples and votes (a judge) but is never trained"})
     ranks: tuple[int, ...] = attrs.field(default=(), validator=_ranks, metadata={
         H: "several processes: the ranks that serve this agent (several: an hf agent is sharded over them with "
-           "FSDP2); empty: equal blocks of ranks (docs/scale-out.md)"})
+           "FSDP2); empty: equal blocks of ranks (docs/how-to/scale-out.md)"})
 
 
 @attrs.frozen

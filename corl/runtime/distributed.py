@@ -58,7 +58,7 @@ def placement(spec, world_size: int) -> dict[str, list[int]]:
         return out
     if world_size % len(agents):
         raise CorlError(f"{world_size} processes for {len(agents)} agents: say which agent runs on which ranks with "
-                        "agents[i].ranks (see docs/scale-out.md)")
+                        "agents[i].ranks (see docs/how-to/scale-out.md)")
     per = world_size // len(agents)
     return {a.name: list(range(i * per, (i + 1) * per)) for i, a in enumerate(agents)}
 
@@ -146,7 +146,7 @@ class Distributed(Local):
             store, self.rank, self.world_size = next(dist.rendezvous("env://", timeout=delta))
         except (RuntimeError, ValueError) as exc:
             raise CorlError(f"cannot join the other ranks ({_first_line(exc)}); launch with torchrun or "
-                            "accelerate launch (see docs/scale-out.md)") from None
+                            "accelerate launch (see docs/how-to/scale-out.md)") from None
         self.is_writer = self.rank == 0
         local_rank = int(env.get("LOCAL_RANK", 0))
         if torch.cuda.is_available() and local_rank < torch.cuda.device_count():

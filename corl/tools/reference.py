@@ -1,5 +1,5 @@
 """Recipe key reference, generated from the attrs config classes (the single declaration of
-every option). ``corl recipes keys`` prints it; docs/reference.md is its output."""
+every option). ``corl recipes keys`` prints it; docs/reference/recipe-keys.md is its output."""
 
 from __future__ import annotations
 

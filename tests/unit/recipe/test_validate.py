@@ -162,7 +162,7 @@ def test_cli_validate_ok_and_does_not_import_torch():
 def test_reference_doc_is_generated_from_the_config_classes(registry):
     from corl.tools.reference import render
 
-    assert (ROOT / "docs" / "reference.md").read_text() == render(registry), "regenerate: corl recipes keys > docs/reference.md"
+    assert (ROOT / "docs" / "reference" / "recipe-keys.md").read_text() == render(registry), "regenerate: corl recipes keys > docs/reference/recipe-keys.md"
 
 
 def test_import_paths_are_refused_unless_enabled(registry, monkeypatch):
