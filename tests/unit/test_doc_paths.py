@@ -45,3 +45,13 @@ def test_the_pages_quote_paths():
 def test_every_path_a_page_quotes_exists(page):
     missing = [f"{page.relative_to(ROOT)}:{n}: {text}" for n, text, path in quoted_paths(page) if not path.exists()]
     assert not missing, "no such file:\n" + "\n".join(missing)
+
+
+def test_every_page_sits_on_a_shelf_and_readme_lists_it():
+    """docs/ by purpose: how-to guides, reference, explanation and measured results (the tutorial is
+    README's quick start); README.md links every page."""
+    readme = (ROOT / "README.md").read_text()
+    for page in (ROOT / "docs").rglob("*.md"):
+        rel = page.relative_to(ROOT).as_posix()
+        assert page.parent.name in ("how-to", "reference", "explanation", "results"), f"{rel}: on no shelf"
+        assert f"]({rel})" in readme, f"README.md does not list {rel}"
