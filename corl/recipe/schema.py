@@ -113,7 +113,7 @@ def _ranks(instance, attribute, value: tuple[int, ...]) -> None:
 def _n_train(instance, attribute, value: int) -> None:
     if value < 2:
         raise ValueError("must be >= 2 (group baselines need two samples)")
-    n_votes = getattr(instance, "n_votes", None)
+    n_votes = instance.n_votes  # None where it was wrong itself
     if isinstance(n_votes, int) and value > n_votes:
         raise ValueError(f"must be <= voting.n_votes ({n_votes}); trained samples are a subset of the voting ones")
 

@@ -99,8 +99,10 @@ def structure(cls: type, data: Any, path: str, errors: Errors, skip: tuple[str, 
         if key not in fields and key not in skip:
             valid = ", ".join(sorted(n for n in fields if n not in skip)) or "none"
             errors.add(join(path, key), f"unknown key; valid keys here: {valid}")
-    kwargs, known, ok = {}, {}, True  # known: the keys so far, defaults too (what a cross-check reads)
+    # known: every key before this one, defaults too, None where it was wrong (what a cross-check reads)
+    kwargs, known, ok = {}, {}, True
     for name, field in fields.items():
+        known[name] = None
         if name in data:
             before = len(errors)
             value = convert(hints[name], data[name], join(path, name), errors)

@@ -51,7 +51,7 @@ class Run:
     def __init__(self, spec: recipe_mod.RunSpec, *, plugins: Sequence[Any] = (), pm: PluginManager | None = None,
                  task: Task | None = None, aggregator: Aggregator | None = None,
                  router: RewardRouter | None = None, log: Callable[[str], None] | None = None, resume: bool = False,
-                 force: bool = False, layout: distributed.Local | None = None):
+                 force: bool = False, layout: distributed.Layout | None = None):
         self.resume, self.force = resume, force
         self._given = {"task": task, "aggregator": aggregator, "router": router}
         check_given(spec, self._given)  # before anything is built or loaded
