@@ -146,3 +146,18 @@ def test_eval_of_a_run_of_agents_that_name_no_model(plugin_agents, tmp_path, cap
         from corl.tools.inspect import _build_for_inspection
 
         _build_for_inspection(parser().parse_args(["eval", str(recipe), "--model", "x=somewhere"]), [])
+
+
+def test_every_subcommand_shows_examples_that_parse():
+    import shlex
+
+    from corl.cli import SUBCOMMANDS, parser
+
+    sub = next(a for a in parser()._actions if isinstance(a.choices, dict))
+    assert len(sub.choices) == len(SUBCOMMANDS)
+    for name, sp in sub.choices.items():
+        examples = [line.strip() for line in (sp.epilog or "").splitlines()[1:]]
+        assert examples, f"corl {name} --help shows no example"
+        for example in examples:
+            argv = shlex.split(example.split(">")[0])[1:]
+            assert argv[0] == name and parser().parse_args(argv).fn is sp.get_default("fn"), example
