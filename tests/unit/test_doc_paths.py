@@ -55,3 +55,16 @@ def test_every_page_sits_on_a_shelf_and_readme_lists_it():
         rel = page.relative_to(ROOT).as_posix()
         assert page.parent.name in ("how-to", "reference", "explanation", "results"), f"{rel}: on no shelf"
         assert f"]({rel})" in readme, f"README.md does not list {rel}"
+
+
+def test_every_page_the_code_and_recipes_cite_exists():
+    """Messages, docstrings, recipe comments and scripts that send a reader to a page name one that exists."""
+    cited = re.compile(r"(?<![\w/.-])docs/[\w/.-]*?\.md")
+    missing = []
+    for folder in ("corl", "recipes", "bench", "scripts", "plugins", "examples", "tests"):
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.suffix not in (".py", ".toml", ".md") or "__pycache__" in path.parts or path == Path(__file__):
+                continue
+            for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                missing += [f"{path.relative_to(ROOT)}:{n}: {m}" for m in cited.findall(line) if not (ROOT / m).exists()]
+    assert not missing, "no such page:\n" + "\n".join(missing)
