@@ -1,7 +1,8 @@
 """A parsed recipe -> a validated :class:`RunSpec`, every mistake collected with its key path.
 
-(Over 300 lines: one pass over the recipe's sections, each checked against the others; splitting
-it by section would scatter the cross-section rules a reader needs side by side.)
+One pass over the recipe's sections, each checked against the others; what each key may hold is
+declared beside it (:mod:`corl.recipe.schema`, the component's config class), the cross-section
+rules are here.
 
 Each message names the TOML key path, the bad value and the valid choices; nothing here imports
 torch, so ``corl validate`` is instant and a recipe error costs no model load.
