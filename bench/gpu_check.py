@@ -5,7 +5,7 @@
   python bench/gpu_check.py --cpu --tiny    # the same phases on CPU at toy sizes: proves the script runs
   python bench/gpu_check.py --engines       # on a GPU with vLLM and / or SGLang installed: also the engines
 
-What it runs and prints (docs/scale-out.md, "The GPU check"):
+What it runs and prints (docs/how-to/scale-out.md, "The GPU check"):
 
 1. **The three-agent ring on the GPU**: ``recipes/three_agent_ring.toml`` with every agent on
    ``cuda``, ``shard = "fsdp"`` on its one rank and ``mixed_precision = true`` (float32 master

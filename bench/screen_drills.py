@@ -3,7 +3,7 @@ drills of each form):
 pass@1, maj@k and pass@k per form and model, as JSON lines on stdout and appended to OUT. Never a test.
 
   python bench/screen_drills.py PROMPTS K MAX_NEW_TOKENS FORMS OUT [SMOLLM2_FORMAT] [--threads 2]
-  python bench/screen_drills.py 32 8 16 add,max,add1,count,word screen.jsonl        # docs/real-models.md
+  python bench/screen_drills.py 32 8 16 add,max,add1,count,word screen.jsonl        # docs/how-to/real-models.md
   python bench/screen_drills.py 32 8 16 add0,max2,next screen.jsonl raw            # second screen
   python bench/screen_drills.py 96 8 16 max2+next screen.jsonl raw                  # the mixed form
 

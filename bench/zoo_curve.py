@@ -12,7 +12,7 @@ over STEPS): snapshot S is then the model of ``zoo_steps = STEPS`` with ``zoo_st
     for s in OUT/step-*; do corl eval RECIPE --model AGENT=$s --size 200 --json; done
 
 and pick a step inside the learning transition where pass@1 is 30-70% and maj@k is well above it
-(docs/results.md: RL moves a base there). One torch thread: the trajectory is the recipe's only at
+(docs/results/claims.md: RL moves a base there). One torch thread: the trajectory is the recipe's only at
 the thread count it was made with.
 """
 

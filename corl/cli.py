@@ -1,5 +1,8 @@
 """``corl`` command line: run | validate | data | eval | cohort | export | compare | report | plugins | env | recipes.
 
+One ``cmd_NAME`` function runs each subcommand and one ``parse_NAME`` declares its arguments and
+examples (``corl NAME --help``); :data:`SUBCOMMANDS` lists them.
+
 User mistakes (:class:`corl.errors.CorlError`) print one line per problem, no traceback, exit 2.
 """
 
@@ -178,87 +181,146 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="corl", description="Co-RL: cooperative label-free multi-agent RL")
-    p.add_argument("--version", action=_Version)
-    sub = p.add_subparsers(dest="command", required=True)
-    for name, fn, text in (("run", cmd_run, "run a recipe"),
-                           ("validate", cmd_validate, "check a recipe and the first rows of its data files; load no model")):
-        sp = sub.add_parser(name, help=text)
-        sp.add_argument("recipe", help="a recipe file, the name of a shipped recipe, or a run dir")
-        sp.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
-                        help="override a recipe key, e.g. --set agents[0].sampler.temperature=0.8 (repeatable)")
-        sp.set_defaults(fn=fn)
-        if name == "validate":
-            sp.add_argument("--rows", type=int, default=50, help="rows of each data file to read and check (default 50)")
-        if name == "run":
-            sp.add_argument("--resume", action="store_true",
-                            help="continue from the newest checkpoint in the run's output dir that verifies (one "
-                                 "that does not is named, and the one before it used)")
-            sp.add_argument("--resume-from", metavar="step-N", default=None,
-                            help="continue from exactly this checkpoint (e.g. step-000040); refused, naming what is "
-                                 "wrong, unless it verifies")
-            sp.add_argument("--force", action="store_true",
-                            help="replace an earlier run in the output dir (finished or started); with --resume, "
-                                 "resume even if the recipe changed in a way that matters")
-    for name, fn, text in (("eval", cmd_eval, "evaluate models or a run's final checkpoints on a task"),
-                           ("cohort", cmd_cohort, "rank candidate peers by label-free decorrelation")):
-        sp = sub.add_parser(name, help=text)
-        sp.add_argument("target", help="a recipe file, a shipped recipe's name, or a run dir (its final checkpoints)")
-        sp.add_argument("--model", action="append", default=[], metavar="NAME=PATH",
-                        help="evaluate these models instead of the recipe's agents (repeatable)")
-        sp.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a recipe key")
-        sp.add_argument("--json", action="store_true", help="print JSON for machines")
-        if name == "eval":
-            sp.add_argument("--k", type=int, default=0, help="samples per prompt for pass@1 / maj@k (default: eval.k)")
-            sp.add_argument("--size", type=int, default=None, help="held-out prompts (default: eval.size)")
-            sp.add_argument("--base", action="store_true", help="with a run dir: evaluate the base models, not the final ones")
-            sp.add_argument("--step", type=int, default=None, metavar="N",
-                            help="with a run dir: evaluate step N's checkpoint (checkpoints/step-N), not the final export")
-            sp.add_argument("--samples", type=int, default=0, metavar="N",
-                            help="with --json: include each agent's first N evaluated completions (prompt, text, "
-                                 "extracted answer, maj@k label, hidden label)")
-        else:
-            sp.add_argument("--prompts", type=int, default=200, help="unlabeled prompts to sample (default 200)")
-        sp.set_defaults(fn=fn)
-    sp = sub.add_parser("data", help="look at a recipe's data as its agents will see it")
+def _add(sub, name: str, fn, help: str, *examples: str) -> argparse.ArgumentParser:
+    """Subcommand ``name`` running ``fn``, its examples in the epilog of ``corl NAME --help``."""
+    epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples) if examples else None
+    sp = sub.add_parser(name, help=help, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sp.set_defaults(fn=fn)
+    return sp
+
+
+def _recipe(sp: argparse.ArgumentParser, set_help: str = "override a recipe key") -> None:
+    sp.add_argument("recipe", help="a recipe file, the name of a shipped recipe, or a run dir")
+    sp.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help=set_help)
+
+
+_SET_HELP = "override a recipe key, e.g. --set agents[0].sampler.temperature=0.8 (repeatable)"
+
+
+def _json(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--json", action="store_true", help="print JSON for machines")
+
+
+def parse_run(sub) -> None:
+    sp = _add(sub, "run", cmd_run, "run a recipe", "corl run recipes/three_agent_ring.toml",
+              "corl run three_agent_ring --set run.steps=5 --set run.name=short", "corl run three_agent_ring --resume", "corl run runs/three_agent_ring --resume-from step-000040")
+    _recipe(sp, _SET_HELP)
+    sp.add_argument("--resume", action="store_true",
+                    help="continue from the newest checkpoint in the run's output dir that verifies (one "
+                         "that does not is named, and the one before it used)")
+    sp.add_argument("--resume-from", metavar="step-N", default=None,
+                    help="continue from exactly this checkpoint (e.g. step-000040); refused, naming what is "
+                         "wrong, unless it verifies")
+    sp.add_argument("--force", action="store_true",
+                    help="replace an earlier run in the output dir (finished or started); with --resume, "
+                         "resume even if the recipe changed in a way that matters")
+
+
+def parse_validate(sub) -> None:
+    sp = _add(sub, "validate", cmd_validate, "check a recipe and the first rows of its data files; load no model",
+              "corl validate recipes/data_file.toml", "corl validate three_agent_ring --set voting.n_votes=4")
+    _recipe(sp, _SET_HELP)
+    sp.add_argument("--rows", type=int, default=50, help="rows of each data file to read and check (default 50)")
+
+
+def _target(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("target", help="a recipe file, a shipped recipe's name, or a run dir (its final checkpoints)")
+    sp.add_argument("--model", action="append", default=[], metavar="NAME=PATH",
+                    help="evaluate these models instead of the recipe's agents (repeatable)")
+    sp.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a recipe key")
+    _json(sp)
+
+
+def parse_eval(sub) -> None:
+    sp = _add(sub, "eval", cmd_eval, "evaluate models or a run's final checkpoints on a task",
+              "corl eval runs/corl", "corl eval runs/corl --base --json", "corl eval three_agent_ring --size 100 --k 4")
+    _target(sp)
+    sp.add_argument("--k", type=int, default=0, help="samples per prompt for pass@1 / maj@k (default: eval.k)")
+    sp.add_argument("--size", type=int, default=None, help="held-out prompts (default: eval.size)")
+    sp.add_argument("--base", action="store_true", help="with a run dir: evaluate the base models, not the final ones")
+    sp.add_argument("--step", type=int, default=None, metavar="N",
+                    help="with a run dir: evaluate step N's checkpoint (checkpoints/step-N), not the final export")
+    sp.add_argument("--samples", type=int, default=0, metavar="N",
+                    help="with --json: include each agent's first N evaluated completions (prompt, text, "
+                         "extracted answer, maj@k label, hidden label)")
+
+
+def parse_cohort(sub) -> None:
+    sp = _add(sub, "cohort", cmd_cohort, "rank candidate peers by label-free decorrelation",
+              "corl cohort three_agent_ring --prompts 100")
+    _target(sp)
+    sp.add_argument("--prompts", type=int, default=200, help="unlabeled prompts to sample (default 200)")
+
+
+def parse_data(sub) -> None:
+    sp = _add(sub, "data", cmd_data, "look at a recipe's data as its agents will see it",
+              "corl data preview recipes/data_file.toml --rows 2", "corl data preview three_agent_ring --split eval --json")
     sp.add_argument("action", choices=["preview"], help="preview: each agent's exact prompt string, with labels")
     sp.add_argument("recipe", help="a recipe file, the name of a shipped recipe, or a run dir")
     sp.add_argument("--rows", type=int, default=3, help="prompts to show (default 3)")
     sp.add_argument("--split", default="train", choices=["train", "eval", "seed"], help="which split (default train)")
     sp.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a recipe key")
-    sp.add_argument("--json", action="store_true", help="print JSON for machines")
-    sp.set_defaults(fn=cmd_data)
-    sp = sub.add_parser("compare", help="run recipes over several seeds and tabulate them (results.json, results.md)")
+    _json(sp)
+
+
+def parse_compare(sub) -> None:
+    sp = _add(sub, "compare", cmd_compare, "run recipes over several seeds and tabulate them (results.json, results.md)",
+              "corl compare three_agent_ring self_reward --seeds 0,1,2 --out runs/ring_vs_self",
+              "corl compare recipes/paper/*.toml --out runs/paper --tabulate")
     sp.add_argument("recipes", nargs="+", help="recipe files or shipped recipe names")
     sp.add_argument("--seeds", default="0", help="comma-separated training seeds (default 0)")
     sp.add_argument("--out", default="runs/compare", help="output folder (finished runs in it are reused)")
     sp.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override in every recipe")
     sp.add_argument("--tabulate", action="store_true",
                     help="run nothing: tabulate the finished runs in --out (unfinished recipes are left out)")
-    sp.set_defaults(fn=cmd_compare)
-    sp = sub.add_parser("export", help="write each agent of a run as a portable Hugging Face folder with a model card")
+
+
+def parse_export(sub) -> None:
+    sp = _add(sub, "export", cmd_export,
+              "write each agent of a run as a portable Hugging Face folder with a model card",
+              "corl export runs/three_agent_ring exported", "corl export runs/three_agent_ring step40 --step 40")
     sp.add_argument("run_dir", help="a run dir")
     sp.add_argument("out", help="the folder to write (OUT/<agent>/ per agent); must not exist or be empty")
     sp.add_argument("--step", type=int, default=None, metavar="N",
                     help="export step N's checkpoint (checkpoints/step-N), not the final export")
     sp.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
                     help="override a recipe key (e.g. agents[0].device=cpu)")
-    sp.set_defaults(fn=cmd_export)
-    sp = sub.add_parser("report", help="render a run's curves and cohort heatmaps (PNG + HTML/Markdown)")
+
+
+def parse_report(sub) -> None:
+    sp = _add(sub, "report", cmd_report, "render a run's curves and cohort heatmaps (PNG + HTML/Markdown)",
+              "corl report runs/corl")
     sp.add_argument("run_dir")
-    sp.set_defaults(fn=cmd_report)
-    sp = sub.add_parser("plugins", help="installed plugins, their versions, hooks and components")
-    sp.add_argument("--json", action="store_true", help="print JSON for machines")
-    sp.set_defaults(fn=cmd_plugins)
-    sp = sub.add_parser("env", help="versions and devices of this machine, for bug reports")
-    sp.add_argument("--json", action="store_true", help="print JSON for machines")
-    sp.set_defaults(fn=cmd_env)
-    sp = sub.add_parser("recipes", help="list or copy the shipped recipes; `keys` prints every recipe key")
+
+
+def parse_plugins(sub) -> None:
+    _json(_add(sub, "plugins", cmd_plugins, "installed plugins, their versions, hooks and components",
+               "corl plugins", "corl plugins --json"))
+
+
+def parse_env(sub) -> None:
+    _json(_add(sub, "env", cmd_env, "versions and devices of this machine, for bug reports", "corl env --json"))
+
+
+def parse_recipes(sub) -> None:
+    sp = _add(sub, "recipes", cmd_recipes, "list or copy the shipped recipes; `keys` prints every recipe key",
+              "corl recipes ls", "corl recipes cp three_agent_ring my_ring.toml", "corl recipes keys > keys.md")
     sp.add_argument("action", choices=["ls", "cp", "keys"])
     sp.add_argument("name", nargs="?")
     sp.add_argument("dest", nargs="?")
-    sp.set_defaults(fn=cmd_recipes)
+
+
+#: the subcommands, in the order ``corl --help`` lists them
+SUBCOMMANDS = (parse_run, parse_validate, parse_eval, parse_cohort, parse_data, parse_compare, parse_export, parse_report,
+               parse_plugins, parse_env, parse_recipes)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="corl", description="Co-RL: cooperative label-free multi-agent RL")
+    p.add_argument("--version", action=_Version)
+    sub = p.add_subparsers(dest="command", required=True)
+    for add in SUBCOMMANDS:
+        add(sub)
     return p
 
 

@@ -8,7 +8,7 @@ folder, before a single step trains on it.
 
 Files are digested in blocks of :data:`BLOCK` bytes by a thread pool (hashlib releases the GIL), so
 verifying a checkpoint costs about its size over the disk's read speed or the cores' SHA-256 speed,
-whichever is slower (docs/checkpoints.md has the figures).
+whichever is slower (docs/how-to/checkpoints.md has the figures).
 """
 
 from __future__ import annotations

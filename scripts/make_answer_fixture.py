@@ -3,7 +3,7 @@ on word problems, each with the answer a person reads in it (or none), for the `
 
     CORL_CACHE_DIR=/work/cache OMP_NUM_THREADS=1 python scripts/make_answer_fixture.py [--per-prompt-set 60]
 
-Needs the real extra (docs/real-models.md). Sampling at temperature 0.7, up to 80 new tokens, seeded
+Needs the real extra (docs/how-to/real-models.md). Sampling at temperature 0.7, up to 80 new tokens, seeded
 (each finished set is kept beside the fixture as a hidden part file, so an interrupted run resumes).
 The ``reads`` field comes from :func:`person_reads`: hand-written rules, independent of the extractor,
 reviewed by hand on a sample (a wrong one is corrected in ``OVERRIDES``, keyed by the line's id).

@@ -1,6 +1,6 @@
 """Write recipes/cohort/*.toml (the reliability vote against pooled majority, on an equal and an
 unequal cohort) and recipes/weak/*.toml (a weak cohort: Co-RL, each lever, the reliability vote,
-self-reward, supervised) on the addition testbed (docs/results.md, "Reliability-weighted votes" and
+self-reward, supervised) on the addition testbed (docs/results/claims.md, "Reliability-weighted votes" and
 "A weak cohort").
 
     python scripts/make_cohort_recipes.py
@@ -49,7 +49,7 @@ def weak_neox() -> dict:
 
 def recipe(name: str, about: str, agents: list[dict], voting: str | dict, zoo: dict | None,
            topology: dict | None = None, run: dict | None = None, extra: dict | None = None, out: Path = OUT) -> None:
-    lines = [f"# {about}", "# Written by scripts/make_cohort_recipes.py; see docs/results.md.", ""]
+    lines = [f"# {about}", "# Written by scripts/make_cohort_recipes.py; see docs/results/claims.md.", ""]
     lines += table("run", {"name": name, **RUN, **(run or {})})
     lines += table("task", {"type": "addition", "train_size": 2048, "eval_size": 1000})
     for a in agents:

@@ -1,6 +1,6 @@
 """Write small sample files in the layouts real data sets come in, under data/ (a few rows each,
 deterministic), so that each layout is tested end to end (tests/unit/builtin/tasks/test_layouts.py)
-and docs/data-and-evaluation.md can show how to bring such a file in.
+and docs/how-to/data-and-evaluation.md can show how to bring such a file in.
 
     python scripts/make_layout_samples.py [OUT_DIR]      # needs pyarrow (pip install 'corl[data]')
 

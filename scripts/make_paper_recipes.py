@@ -1,4 +1,4 @@
-"""Write recipes/paper/*.toml: the baselines and Co-RL variants of docs/results.md, two protocols.
+"""Write recipes/paper/*.toml: the baselines and Co-RL variants of docs/results/claims.md, two protocols.
 
 One grid, written out as plain recipes so each can be run (and read) on its own:
     python scripts/make_paper_recipes.py && corl compare recipes/paper/*.toml --seeds 0,1,2,3 --out runs/paper
@@ -13,7 +13,7 @@ from pathlib import Path
 
 OUT = Path(__file__).resolve().parent.parent / "recipes" / "paper"
 
-#: 150 steps of 32 prompts, the settings docs/results.md's grid was measured with (the pair / judge /
+#: 150 steps of 32 prompts, the settings docs/results/claims.md's grid was measured with (the pair / judge /
 #: copies gaps widen with steps); held-out (or, test-time, the trained prompts') eval of 1000 prompts
 #: x 8 every 25 steps.
 RUN = dict(steps=150, prompts_per_step=32, threads=1, checkpoint_every=0, observers=["jsonl"])
@@ -53,7 +53,7 @@ def table(name, d):
 
 
 def recipe(name, protocol, about, agents, topology, run=None):
-    lines = [f"# {about}", f"# Protocol: {protocol}. Written by scripts/make_paper_recipes.py; see docs/results.md.", ""]
+    lines = [f"# {about}", f"# Protocol: {protocol}. Written by scripts/make_paper_recipes.py; see docs/results/claims.md.", ""]
     lines += table("run", {"name": name, **RUN, "protocol": protocol, **(run or {})})
     lines += table("task", {"type": "addition", "train_size": 2048, "eval_size": 1000})
     for a in agents:

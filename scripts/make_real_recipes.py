@@ -5,7 +5,7 @@ optimizer, rewarded by each agent's own majority (self-reward) or by the hidden 
     corl compare recipes/real_headroom.toml recipes/real/headroom_self_reward.toml \\
         recipes/real/headroom_supervised.toml recipes/real/headroom_claims.toml --seeds 0,1,2,3 --out runs/real
 
-Each recipe differs from the shipped one only where its name says (docs/real-models.md).
+Each recipe differs from the shipped one only where its name says (docs/how-to/real-models.md).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ VARIANTS = {
 def write(name: str, about: str, topology: dict, run: dict, out: Path) -> None:
     recipe = tomllib.loads(SHIPPED.read_text())
     lines = [f"# {about}", "# The baseline of recipes/real_headroom.toml (the Co-RL ring): written by "
-             "scripts/make_real_recipes.py; see docs/real-models.md.", ""]
+             "scripts/make_real_recipes.py; see docs/how-to/real-models.md.", ""]
     lines += table("run", {**recipe["run"], "name": name, **run})
     lines += table("task", recipe["task"])
     for agent in recipe["agents"]:

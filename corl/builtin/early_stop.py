@@ -9,7 +9,7 @@ way by the stated margins, it rolls every trained agent back to its weights from
 compared stretch (``restore``) and asks the run to stop (:meth:`corl.runtime.Run.request_stop`).
 
 Note that honest sharpening moves the same three numbers, more slowly: the thresholds decide
-how fast a trend must be to count as collusion (docs/results.md measures both regimes).
+how fast a trend must be to count as collusion (docs/results/claims.md measures both regimes).
 Recipe: ``[observers.early_stop]`` with the keys of :class:`EarlyStopConfig`.
 """
 

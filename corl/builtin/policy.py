@@ -314,7 +314,7 @@ class PolicyGradient:
         saved = json.loads(schedule.read_text()) if schedule.exists() else {}
         self.steps_done = saved.get("steps_done", 0)
         # a resumed run with more steps extends the schedule, never re-spans it: its span stays the one the
-        # run started with, and the steps past it train at its last lr (docs/checkpoints.md)
+        # run started with, and the steps past it train at its last lr (docs/how-to/checkpoints.md)
         self.total = saved.get("total") or self.total
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import attrs
 
-from corl.recipe.schema import OBJECT_SECTIONS, ComponentSpec, RunSpec
-from corl.recipe.structure import join
+from corl.recipe.schema import OBJECT_SECTIONS, AgentKeys, ComponentSpec, RunSpec, ShapingKeys, VotingKeys
+from corl.recipe.structure import default_of, join
 
 #: Keys a resumed run may change: how long, where and how it reports, not what it trains.
 RESUMABLE_CHANGES = ("run.steps", "run.name", "run.output_dir", "run.observers", "run.checkpoint_every", "run.answer_timeout",
@@ -84,27 +84,33 @@ def _resolved(spec: RunSpec, config: Callable[[Any], dict[str, Any]], pick: Call
         "run": config(spec.run),
         "task": component(spec.task, "task"),
         "agents": [{"name": pick(a.name, _ABSENT), **component(a.agent), "sampler": component(a.sampler),
-                    "optimizer": component(a.optimizer), "frozen": pick(a.frozen, False),
-                    "ranks": pick(list(a.ranks), [])}  # empty: placed automatically
+                    "optimizer": component(a.optimizer), "frozen": pick(a.frozen, declared(AgentKeys, "frozen")),
+                    "ranks": pick(list(a.ranks), list(declared(AgentKeys, "ranks")))}  # empty: placed automatically
                    for a in spec.agents],
-        "voting": component(spec.voting.aggregator, "aggregator", n_votes=pick(spec.voting.n_votes, 8),
-                            n_train=pick(spec.voting.n_train, spec.voting.n_votes)),
+        "voting": component(spec.voting.aggregator, "aggregator",
+                            n_votes=pick(spec.voting.n_votes, declared(VotingKeys, "n_votes")),
+                            n_train=pick(spec.voting.n_train, declared(VotingKeys, "n_train", spec.voting))),
         "topology": component(spec.topology, "router"),
         "eval": config(spec.eval),
         **{name: config(section) for name, section in spec.sections.items()},
         "observers": {c.type: config(c.config) for c in spec.observers},
-        "shaping": [component(t.term, name=pick(t.name, _ABSENT), weight=pick(t.weight, 1.0)) for t in spec.shaping],
+        "shaping": [component(t.term, name=pick(t.name, _ABSENT), weight=pick(t.weight, declared(ShapingKeys, "weight")))
+                    for t in spec.shaping],
     }
     return tree
+
+
+def declared(cls: type, key: str, owner: Any = None) -> Any:
+    """Key ``key``'s declared default in a host-keys class (:class:`~corl.recipe.schema.VotingKeys`, ...);
+    one read off other keys reads them off ``owner``."""
+    return default_of(attrs.fields_dict(cls)[key], owner)
 
 
 def _field_defaults(config: Any) -> dict[str, Any]:
     """An attrs config's fields that have a default, each with it (nested configs as tables)."""
     out = {}
     for field in attrs.fields(type(config)):
-        default = field.default
-        if isinstance(default, attrs.Factory):
-            default = default.factory(config) if default.takes_self else default.factory()
+        default = default_of(field, config)
         if default is not attrs.NOTHING:
             out[field.name] = _field_defaults(default) if attrs.has(type(default)) else default
     return out

@@ -7,6 +7,7 @@ component's config class. Plugins add their own top-level sections (``registry.a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -14,6 +15,9 @@ from typing import Any, Literal
 import attrs
 
 H = "help"
+#: how the reference shows a default computed from other keys (``n_votes``, ``the type``)
+SHOWN = "shown"
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 def _output_template(value: str) -> None:
@@ -92,14 +96,75 @@ class ComponentSpec:
     factory: Any = None  # set only for an import-path type (CORL_ALLOW_IMPORT_PATHS)
 
 
+def _name(instance, attribute, value: str) -> None:
+    if not _NAME.fullmatch(value):
+        raise ValueError("a name is one or more letters, digits, '_', '-' or '.'")
+
+
+def _name_or_default(instance, attribute, value: str) -> None:
+    if value:  # empty: the default name
+        _name(instance, attribute, value)
+
+
+def _ranks(instance, attribute, value: tuple[int, ...]) -> None:
+    bad = [r for r in value if r < 0]
+    if bad:
+        raise ValueError(f"invalid rank {bad[0]}: ranks are >= 0")
+    if len(set(value)) != len(value):
+        raise ValueError(f"invalid value {list(value)!r}: a rank is listed twice")
+
+
+def _n_train(instance, attribute, value: int) -> None:
+    if value < 2:
+        raise ValueError("must be >= 2 (group baselines need two samples)")
+    n_votes = instance.n_votes  # None where it was wrong itself
+    if isinstance(n_votes, int) and value > n_votes:
+        raise ValueError(f"must be <= voting.n_votes ({n_votes}); trained samples are a subset of the voting ones")
+
+
+# The host's own keys of the component tables ([voting], [[agents]], [[shaping]]): each sits beside
+# the chosen component's ``type`` and keys. Validation (corl.recipe.validate), the reference
+# (corl.tools.reference) and the resolved recipe's defaults (corl.recipe.resume) read them from here.
+
+@attrs.frozen
+class VotingKeys:
+    n_votes: int = attrs.field(default=8, validator=attrs.validators.ge(1), metadata={
+        H: "samples per prompt and agent that vote for the pseudo-label"})
+    n_train: int = attrs.field(default=attrs.Factory(lambda keys: keys.n_votes, takes_self=True), validator=_n_train,
+                               metadata={H: "of those, how many are trained on (2 <= n_train <= n_votes)",
+                                         SHOWN: "n_votes"})
+
+
+@attrs.frozen
+class AgentKeys:
+    name: str = attrs.field(validator=_name, metadata={
+        H: "unique name (letters, digits, `_`, `-`, `.`)"})
+    sampler: Mapping[str, Any] = attrs.field(factory=dict, metadata={
+        H: "sampler, see below; its type defaults to the agent's own type when a sampler of that name exists "
+           "(`hf_vision`), else `hf`"})
+    optimizer: Mapping[str, Any] = attrs.field(factory=dict, metadata={H: "optimizer, see below"})
+    frozen: bool = attrs.field(default=False, metadata={H: "samples and votes (a judge) but is never trained"})
+    ranks: tuple[int, ...] = attrs.field(default=(), validator=_ranks, metadata={
+        H: "several processes: the ranks that serve this agent (several: an hf agent is sharded over them with "
+           "FSDP2); empty: equal blocks of ranks (docs/how-to/scale-out.md)"})
+
+
+@attrs.frozen
+class ShapingKeys:
+    weight: float = attrs.field(default=1.0, metadata={
+        H: "multiplies the term's value (negative: a penalty becomes a bonus)"})
+    name: str = attrs.field(default="", validator=_name_or_default, metadata={
+        H: "names the term's metric `shaping/<name>` (two terms of one type need names)", SHOWN: "the type"})
+
+
 @attrs.frozen
 class AgentSpec:
     name: str
     agent: ComponentSpec
     sampler: ComponentSpec
     optimizer: ComponentSpec
-    frozen: bool = False  # samples and votes (e.g. as a judge) but is never updated
-    ranks: tuple[int, ...] = ()  # several processes: the ranks that serve this agent (see corl.runtime.distributed)
+    frozen: bool  # samples and votes (e.g. as a judge) but is never updated
+    ranks: tuple[int, ...]  # several processes: the ranks that serve this agent (see corl.runtime.distributed)
 
 
 @attrs.frozen

@@ -10,6 +10,7 @@ import re
 import types
 import typing
 from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any, Literal
 
 import attrs
@@ -29,6 +30,8 @@ def type_name(tp: Any) -> str:
         return " or ".join(type_name(a) for a in typing.get_args(tp))
     if typing.get_origin(tp) is tuple:
         return f"a list ({type_name(typing.get_args(tp)[0])} each)"
+    if typing.get_origin(tp) is Mapping:
+        return "a table"
     return {int: "an integer", float: "a number", bool: "true or false", str: "a string",
             type(None): "nothing"}.get(tp, getattr(tp, "__name__", str(tp)))
 
@@ -60,6 +63,11 @@ def convert(tp: Any, value: Any, path: str, errors: Errors) -> Any:
             return None
         item = typing.get_args(tp)[0]
         return tuple(convert(item, v, f"{path}[{i}]", errors) for i, v in enumerate(value))
+    if origin is Mapping:  # a table read by someone else (an agent's sampler: its own component)
+        if isinstance(value, Mapping):
+            return value
+        errors.add(path, bad)
+        return None
     if tp is bool:
         if isinstance(value, bool):
             return value
@@ -91,21 +99,31 @@ def structure(cls: type, data: Any, path: str, errors: Errors, skip: tuple[str, 
         if key not in fields and key not in skip:
             valid = ", ".join(sorted(n for n in fields if n not in skip)) or "none"
             errors.add(join(path, key), f"unknown key; valid keys here: {valid}")
-    kwargs, ok = {}, True
+    # known: every key before this one, defaults too, None where it was wrong (what a cross-check reads)
+    kwargs, known, ok = {}, {}, True
     for name, field in fields.items():
-        if name not in data:
-            if field.default is attrs.NOTHING:
-                errors.add(join(path, name), "missing required key")
+        known[name] = None
+        if name in data:
+            before = len(errors)
+            value = convert(hints[name], data[name], join(path, name), errors)
+            if len(errors) > before:
                 ok = False
-            continue
-        before = len(errors)
-        value = convert(hints[name], data[name], join(path, name), errors)
-        if len(errors) > before:
+                continue
+        elif field.default is attrs.NOTHING:
+            errors.add(join(path, name), "missing required key")
             ok = False
             continue
+        elif not _reads_other_keys(field):
+            known[name] = default_of(field)
+            continue
+        elif ok:  # read off the keys before it: checked as if given, its rules hold for the default too
+            value = default_of(field, SimpleNamespace(**known))
+        else:
+            continue
+        known[name] = value
         if field.validator is not None:
             try:
-                field.validator(None, field, value)
+                field.validator(SimpleNamespace(**known), field, value)
             except (ValueError, TypeError) as exc:
                 errors.add(join(path, name), _validator_message(exc, value))
                 ok = False
@@ -120,8 +138,22 @@ def structure(cls: type, data: Any, path: str, errors: Errors, skip: tuple[str, 
         return None
 
 
+def default_of(field: attrs.Attribute, owner: Any = None) -> Any:
+    """A field's declared default (``attrs.NOTHING``: none); one read off other keys reads them off ``owner``."""
+    default = field.default
+    if isinstance(default, attrs.Factory):
+        return default.factory(owner) if default.takes_self else default.factory()
+    return default
+
+
+def _reads_other_keys(field: attrs.Attribute) -> bool:
+    return isinstance(field.default, attrs.Factory) and field.default.takes_self
+
+
 def _validator_message(exc: Exception, value: Any) -> str:
     text = str(exc.args[0]) if exc.args and isinstance(exc.args[0], str) else str(exc)
+    if text.startswith("invalid "):  # a validator's whole message, value included
+        return text
     # attrs' messages are "'x' must be >= 0: -1"; keep the constraint and show the value.
     text = re.sub(r"^'[^']+' ", "", text).split(": ")[0]
     return f"invalid value {value!r}: {text}"

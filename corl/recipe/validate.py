@@ -1,7 +1,8 @@
 """A parsed recipe -> a validated :class:`RunSpec`, every mistake collected with its key path.
 
-(Over 300 lines: one pass over the recipe's sections, each checked against the others; splitting
-it by section would scatter the cross-section rules a reader needs side by side.)
+One pass over the recipe's sections, each checked against the others; what each key may hold is
+declared beside it (:mod:`corl.recipe.schema`, the component's config class), the cross-section
+rules are here.
 
 Each message names the TOML key path, the bad value and the valid choices; nothing here imports
 torch, so ``corl validate`` is instant and a recipe error costs no model load.
@@ -11,9 +12,10 @@ from __future__ import annotations
 
 import importlib
 import os
-import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
+
+import attrs
 
 from corl import rewards
 from corl.errors import ConfigError, PluginError
@@ -23,19 +25,21 @@ from corl.recipe.resume import recorded_objects, resume_from_python
 from corl.recipe.schema import (
     DEFAULT_TYPES,
     OBJECT_SECTIONS,
+    AgentKeys,
     AgentSpec,
     ComponentSpec,
     EvalSection,
     RunSection,
     RunSpec,
+    ShapingKeys,
     ShapingSpec,
+    VotingKeys,
     VotingSpec,
 )
-from corl.recipe.structure import Errors, convert, join, structure
+from corl.recipe.structure import Errors, join, structure
 from corl.types import NoConfig
 
 IMPORT_PATHS_ENV = "CORL_ALLOW_IMPORT_PATHS"
-AGENT_KEYS = ("name", "sampler", "optimizer", "frozen", "ranks")
 
 
 def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
@@ -58,7 +62,7 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
     own = {name: structure(s.config_cls, data.get(name, {}), name, errors) for name, s in sections.items()}
     task = _component(registry, "task", data.get("task"), "task", errors)
     topology = _component(registry, "router", data.get("topology"), "topology", errors)
-    aggregator, n_votes, n_train = _voting(registry, data.get("voting", {}), errors)
+    aggregator, voting = _voting(registry, data.get("voting", {}), errors)
     agents, raw_agents = _agents(registry, data.get("agents"), errors)
     if task is not None and None not in own.values():
         _check_agents(registry, task, agents, raw_agents, own, errors)
@@ -78,7 +82,7 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
     shaping = _shaping(registry, data.get("shaping", []), run, errors)
     if errors:
         raise ConfigError(*errors)
-    return RunSpec(run=run, task=task, agents=tuple(agents), voting=VotingSpec(aggregator, n_votes, n_train),
+    return RunSpec(run=run, task=task, agents=tuple(agents), voting=VotingSpec(aggregator, voting.n_votes, voting.n_train),
                    topology=topology, eval=ev, source=source, observers=observers, shaping=shaping, sections=own)
 
 
@@ -168,20 +172,24 @@ def _check_agents(registry: Registry, task: ComponentSpec, agents: list[AgentSpe
             errors.add(join(f"agents[{index[agent.name]}]", key), message)
 
 
-def _voting(registry: Registry, data: Any, errors: Errors) -> tuple[ComponentSpec | None, int | None, int | None]:
-    aggregator = _component(registry, "aggregator", data, "voting", errors, skip=("n_votes", "n_train"))
+def host_keys(cls: type) -> tuple[str, ...]:
+    """The keys of a component table that are the host's (``cls``: :class:`VotingKeys`, ...), not the component's."""
+    return tuple(f.name for f in attrs.fields(cls))
+
+
+def _host(cls: type, data: Any, path: str, errors: Errors) -> Any:
+    """A component table's host keys (``cls``), structured on their own; a non-table is the component's to report."""
+    if data is None:  # as _component reads it: an empty table
+        data = {}
     if not isinstance(data, Mapping):
-        return aggregator, None, None
-    n_votes = convert(int, data.get("n_votes", 8), "voting.n_votes", errors)
-    n_train = convert(int, data.get("n_train", n_votes), "voting.n_train", errors)
-    if isinstance(n_votes, int) and n_votes < 1:
-        errors.add("voting.n_votes", f"invalid value {n_votes}: must be >= 1")
-    if isinstance(n_train, int) and n_train < 2:
-        errors.add("voting.n_train", f"invalid value {n_train}: must be >= 2 (group baselines need two samples)")
-    if isinstance(n_votes, int) and isinstance(n_train, int) and n_train > n_votes:
-        errors.add("voting.n_train", f"invalid value {n_train}: must be <= voting.n_votes ({n_votes}); "
-                                     "trained samples are a subset of the voting ones")
-    return aggregator, n_votes, n_train
+        return None
+    names = host_keys(cls)
+    return structure(cls, {k: v for k, v in data.items() if k in names}, path, errors)
+
+
+def _voting(registry: Registry, data: Any, errors: Errors) -> tuple[ComponentSpec | None, VotingKeys | None]:
+    aggregator = _component(registry, "aggregator", data, "voting", errors, skip=host_keys(VotingKeys))
+    return aggregator, _host(VotingKeys, data, "voting", errors)
 
 
 def _agents(registry: Registry, raw_agents: Any, errors: Errors) -> tuple[list[AgentSpec], list[Any]]:
@@ -195,25 +203,22 @@ def _agents(registry: Registry, raw_agents: Any, errors: Errors) -> tuple[list[A
         if not isinstance(raw, Mapping):
             errors.add(path, f"expected a table, got {raw!r}")
             continue
-        name = raw.get("name")
-        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-            errors.add(f"{path}.name", f"expected a name of letters, digits, '_', '-' or '.', got {name!r}")
-        elif name in seen:
-            errors.add(f"{path}.name", f"duplicate agent name {name!r} (also agents[{seen[name]}]); names must be unique")
-        else:
-            seen[name] = i
-        agent = _component(registry, "agent", raw, path, errors, skip=AGENT_KEYS)
-        sampler_data = raw.get("sampler")
-        if agent is not None and registry.has("sampler", agent.type) and not (
-                isinstance(sampler_data, Mapping) and "type" in sampler_data):
+        keys = _host(AgentKeys, raw, path, errors)
+        agent = _component(registry, "agent", raw, path, errors, skip=host_keys(AgentKeys))
+        if keys is None:
+            continue
+        if keys.name in seen:
+            errors.add(f"{path}.name", f"duplicate agent name {keys.name!r} (also agents[{seen[keys.name]}]); "
+                                       "names must be unique")
+        seen.setdefault(keys.name, i)
+        sampler_data = keys.sampler
+        if agent is not None and registry.has("sampler", agent.type) and "type" not in sampler_data:
             # an agent type that has a sampler of its own name samples with it by default (hf_vision)
-            sampler_data = {**(sampler_data if isinstance(sampler_data, Mapping) else {}), "type": agent.type}
+            sampler_data = {**sampler_data, "type": agent.type}
         sampler = _component(registry, "sampler", sampler_data, f"{path}.sampler", errors)
-        optimizer = _component(registry, "optimizer", raw.get("optimizer"), f"{path}.optimizer", errors)
-        frozen = convert(bool, raw.get("frozen", False), f"{path}.frozen", errors)
-        ranks = _ranks(raw.get("ranks", []), f"{path}.ranks", errors)
-        if None not in (agent, sampler, optimizer, frozen, ranks) and isinstance(name, str):
-            agents.append(AgentSpec(name, agent, sampler, optimizer, frozen, ranks))
+        optimizer = _component(registry, "optimizer", keys.optimizer, f"{path}.optimizer", errors)
+        if None not in (agent, sampler, optimizer):
+            agents.append(AgentSpec(keys.name, agent, sampler, optimizer, keys.frozen, keys.ranks))
     placed = [i for i, raw in enumerate(raw_agents) if isinstance(raw, Mapping) and raw.get("ranks")]
     if placed and len(placed) != len(raw_agents):
         unplaced = next(i for i in range(len(raw_agents)) if i not in placed)
@@ -309,41 +314,24 @@ def _shaping(registry: Registry, data: Any, run: RunSection | None, errors: Erro
         if "type" not in raw:
             errors.add(f"{path}.type", f"missing; available: {', '.join(registry.names('shaping'))}")
             continue
-        term = _component(registry, "shaping", raw, path, errors, skip=("weight", "name"))
-        weight = convert(float, raw.get("weight", 1.0), f"{path}.weight", errors)
+        term = _component(registry, "shaping", raw, path, errors, skip=host_keys(ShapingKeys))
+        keys = _host(ShapingKeys, raw, path, errors)
+        if keys is None:
+            continue
         # by default the type, or an import path's function name ("mypkg.rewards:format_reward" -> format_reward)
-        name = raw.get("name", str(raw["type"]).rpartition(":")[2])
-        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-            errors.add(f"{path}.name", f"expected a name of letters, digits, '_', '-' or '.', got {name!r}")
-        elif name in seen:
+        name = keys.name or str(raw["type"]).rpartition(":")[2]
+        if name in seen:
             errors.add(f"{path}.name", f"{name!r} is also shaping[{seen[name]}]'s name; give one of them a "
                                        "name = \"...\" of its own")
-        else:
-            seen[name] = i
-        if term is None or weight is None:
+        seen.setdefault(name, i)
+        if term is None:
             continue
         declared = declared_traits(registry, "shaping", term)
         if declared.needs_labels and run is not None and not run.supervised:
             errors.add(f"{path}.type", f"{term.type!r} rewards with ground-truth labels, which a label-free run never "
                                        "reads; drop it, or declare a supervised baseline (run.supervised = true)")
-        out.append(ShapingSpec(name, weight, term))
+        out.append(ShapingSpec(name, keys.weight, term))
     return tuple(out)
-
-
-def _ranks(value: Any, path: str, errors: Errors) -> tuple[int, ...] | None:
-    """``agents[i].ranks``: distinct non-negative process ranks (empty: placed automatically)."""
-    before = len(errors)
-    ranks = convert(tuple[int, ...], value, path, errors)
-    if len(errors) > before:
-        return None
-    bad = [r for r in ranks if r < 0]
-    if bad:
-        errors.add(path, f"invalid rank {bad[0]}: ranks are >= 0")
-        return None
-    if len(set(ranks)) != len(ranks):
-        errors.add(path, f"invalid value {list(ranks)!r}: a rank is listed twice")
-        return None
-    return ranks
 
 
 def _check_plugins(required: tuple[str, ...], distributions: Mapping[str, str] | None, registry: Registry,

@@ -47,7 +47,7 @@ class BoundAggregator:
         self.legacy = not takes_context(inner)
         if self.legacy:
             warnings.warn(f"{who}: aggregate(votes, verifier) is the first aggregator API; add a third parameter, "
-                          "context (corl.VoteContext), to see what the labels are for (docs/plugins.md)",
+                          "context (corl.VoteContext), to see what the labels are for (docs/how-to/plugins.md)",
                           DeprecationWarning, stacklevel=2)
 
     @property

@@ -7,8 +7,9 @@ every rank votes and routes identically. An agent placed on several ranks is sha
 (the ``hf`` agent: FSDP2): each rank samples its shard of the step's prompts and trains on it, and
 the sharding engine reduces the gradients inside the agent's group (:mod:`corl.runtime.groups`).
 
-The run talks to a :class:`Local` (one process) or a :class:`Distributed` layout through the same
-small interface, so the loop has no distributed branches. Distributed collectives run on
+The run talks to its :class:`Layout`, a :class:`Local` (one process) or a :class:`Distributed` one,
+through the same small interface, so the loop has no distributed branches; where an agent sits on
+the ranks (:class:`Placement`) is the same arithmetic for both. Distributed collectives run on
 standalone process groups (gloo for objects; NCCL for the shards of a GPU agent) built from the
 launcher's rendezvous store, never on torch's default group: an inference engine in the same
 process (vLLM, SGLang) sets up its own default group as if it were alone. Every collective has
@@ -23,7 +24,7 @@ import pickle
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from corl.errors import CorlError, TrainingError
 from corl.runtime.groups import LocalGroup, TorchGroup
@@ -58,23 +59,42 @@ def placement(spec, world_size: int) -> dict[str, list[int]]:
         return out
     if world_size % len(agents):
         raise CorlError(f"{world_size} processes for {len(agents)} agents: say which agent runs on which ranks with "
-                        "agents[i].ranks (see docs/scale-out.md)")
+                        "agents[i].ranks (see docs/how-to/scale-out.md)")
     per = world_size // len(agents)
     return {a.name: list(range(i * per, (i + 1) * per)) for i, a in enumerate(agents)}
 
 
-class Local:
-    """Every agent in this process: gathers return what they are given."""
+class Layout(Protocol):
+    """Where the agents of a run sit and how its ranks exchange objects: what the run, its step and
+    its checkpoints ask, never how many processes there are."""
 
-    rank, world_size, is_writer = 0, 1, True
+    rank: int
+    world_size: int
+    is_writer: bool  # writes the run's own files (rank 0)
+    names: list[str]  # every agent, in recipe order
+    members: dict[str, list[int]]  # agent -> the ranks that serve it
+    run_id: str  # the same on every rank: names a checkpoint's temp folder
+    hint: Callable[[], str]  # what to do when a rank is lost (set by the run)
 
-    def __init__(self, spec):
-        self.names = spec.agent_names()
-        self.members = {name: [0] for name in self.names}
-        self.run_id = str(os.getpid())  # names a checkpoint's temp folder
-        self.hint: Callable[[], str] = lambda: ""  # what to do when a rank is lost (set by the run)
+    def owns(self, name: str) -> bool: ...
+    def member(self, name: str) -> int: ...
+    def leads(self, name: str) -> bool: ...
+    def shard(self, name: str, items: Sequence[Any]) -> list[Any]: ...
+    def collective(self, name: str) -> bool: ...
+    def group(self, name: str) -> Group: ...
+    def gather(self, local: dict[str, Any], what: str) -> dict[str, list[Any]]: ...
+    def share(self, obj: Any, what: str) -> Any: ...
+    def everyone(self, obj: Any, what: str) -> list[Any]: ...
+    def barrier(self, what: str) -> None: ...
+    def close(self, *, wait: bool = True) -> None: ...
 
-    # -- placement --------------------------------------------------------------------------
+
+class Placement:
+    """Which ranks serve which agent, seen from this rank: the part of a :class:`Layout` that is
+    arithmetic on ``rank`` and ``members``, the same in one process and in many."""
+
+    rank: int
+    members: dict[str, list[int]]
 
     def owns(self, name: str) -> bool:
         """This rank holds (samples and trains) agent ``name``."""
@@ -91,10 +111,25 @@ class Local:
         """This rank's contiguous share of ``items`` (all of them for a one-rank agent)."""
         return list(items[slice(*_bounds(len(items), len(self.members[name]), self.member(name)))])
 
+    def collective(self, name: str) -> bool:
+        """Agent ``name`` is sharded over several ranks, so its passes are collective: every rank of
+        its group must run each one (none may run out of work before the others)."""
+        return len(self.members[name]) > 1
+
+
+class Local(Placement):
+    """Every agent in this process: gathers return what they are given."""
+
+    rank, world_size, is_writer = 0, 1, True
+
+    def __init__(self, spec):
+        self.names = spec.agent_names()
+        self.members = {name: [0] for name in self.names}
+        self.run_id = str(os.getpid())  # names a checkpoint's temp folder
+        self.hint: Callable[[], str] = lambda: ""  # what to do when a rank is lost (set by the run)
+
     def group(self, name: str) -> Group:
         return LOCAL_GROUP
-
-    # -- exchange ---------------------------------------------------------------------------
 
     def gather(self, local: dict[str, Any], what: str) -> dict[str, list[Any]]:
         """Every agent's objects (recipe order), one per rank of its group in group order, from
@@ -127,7 +162,7 @@ def merge_shards(shards: list[list[Any]]) -> list[Any]:
     return [x for shard in shards for x in shard]
 
 
-class Distributed(Local):
+class Distributed(Placement):
     """Agents spread over the ranks of a ``torchrun`` / ``accelerate launch`` job. ``devices``: where
     each agent's weights live (its type's :class:`~corl.protocols.ModelFacts`; absent: the CPU), so
     that a group of ranks of a CUDA agent reduces its shards over NCCL."""
@@ -139,14 +174,16 @@ class Distributed(Local):
         import torch.distributed as dist
 
         env = os.environ if env is None else env
-        super().__init__(spec)
+        self.names = spec.agent_names()
+        self.run_id = str(os.getpid())  # agreed on below
+        self.hint: Callable[[], str] = lambda: ""
         self.timeout = spec.run.collective_timeout
         delta = datetime.timedelta(seconds=self.timeout)
         try:
             store, self.rank, self.world_size = next(dist.rendezvous("env://", timeout=delta))
         except (RuntimeError, ValueError) as exc:
             raise CorlError(f"cannot join the other ranks ({_first_line(exc)}); launch with torchrun or "
-                            "accelerate launch (see docs/scale-out.md)") from None
+                            "accelerate launch (see docs/how-to/scale-out.md)") from None
         self.is_writer = self.rank == 0
         local_rank = int(env.get("LOCAL_RANK", 0))
         if torch.cuda.is_available() and local_rank < torch.cuda.device_count():
@@ -224,7 +261,7 @@ class Distributed(Local):
         self._pg = None
 
 
-def layout_for(spec, env: dict[str, str] | None = None, *, devices: Mapping[str, str] | None = None) -> Local:
+def layout_for(spec, env: dict[str, str] | None = None, *, devices: Mapping[str, str] | None = None) -> Layout:
     """:class:`Distributed` when launched as several processes (``WORLD_SIZE`` > 1), else :class:`Local`;
     ``devices``: each agent's device, as its type describes it (:class:`Distributed`)."""
     env = os.environ if env is None else env

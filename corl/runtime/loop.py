@@ -51,7 +51,7 @@ class Run:
     def __init__(self, spec: recipe_mod.RunSpec, *, plugins: Sequence[Any] = (), pm: PluginManager | None = None,
                  task: Task | None = None, aggregator: Aggregator | None = None,
                  router: RewardRouter | None = None, log: Callable[[str], None] | None = None, resume: bool = False,
-                 force: bool = False, layout: distributed.Local | None = None, resume_from: str | None = None):
+                 force: bool = False, layout: distributed.Layout | None = None, resume_from: str | None = None):
         # resume_from: exactly this checkpoint (``step-000040``), refused unless it verifies
         self.resume, self.force, self.resume_from = resume or resume_from is not None, force, resume_from
         self._given = {"task": task, "aggregator": aggregator, "router": router}

@@ -26,7 +26,7 @@ def return_large_blocks() -> None:
     glibc raises its mmap threshold as large blocks are freed, after which big transient tensors
     (a real model's [rows, vocab] logits, chunk log-softmaxes) come from the heap and stay in the
     process: the real recipe peaked at 8.6 GB RSS with the default and 6.8 GB with this, measured
-    side by side (docs/real-models.md). A no-op where the C library is not glibc.
+    side by side (docs/how-to/real-models.md). A no-op where the C library is not glibc.
     """
     import ctypes
     import ctypes.util

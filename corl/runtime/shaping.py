@@ -17,15 +17,18 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corl.runtime.boundary import check_shaping, guard
 from corl.types import Rollout, Vote
 
+if TYPE_CHECKING:
+    from corl.runtime.host import StepHost
+
 Grid = list[list[float]]
 
 
-def score(run, rollout: Rollout, votes: Sequence[Sequence[Vote]]) -> dict[str, Grid]:
+def score(run: StepHost, rollout: Rollout, votes: Sequence[Sequence[Vote]]) -> dict[str, Grid]:
     """Every term's values for one agent's completions (this rank's shard of the prompts)."""
     if not run.shaping:
         return {}

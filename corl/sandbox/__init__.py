@@ -8,7 +8,7 @@ capabilities, rlimits, a seccomp filter, an audit hook) and runs the program on 
 child that crashes, loops, blows a limit or does something forbidden loses only its own inputs.
 
 :func:`isolation` says which layers hold on this machine; what the sandbox does not protect
-against is listed in docs/code-tasks.md.
+against is listed in docs/how-to/code-tasks.md.
 """
 
 from .batch import RESOURCE_ERRORS, Limits, Outcome, Program, Sandbox

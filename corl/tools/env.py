@@ -91,7 +91,7 @@ def render(info: dict[str, Any]) -> str:
     gpus = [f"cuda:{d['index']} {d['name']} {d['memory_gib']} GiB (sm {d['capability']})" for d in dev["cuda_devices"]]
     rows.append(("CUDA devices", "; ".join(gpus) or "none"))
     rows.append(("bubblewrap", f"{bw['path']} {bw['version'] or ''}".strip() if bw["path"] else
-                 "not found (the code sandbox runs with fewer layers, see docs/code-tasks.md)"))
+                 "not found (the code sandbox runs with fewer layers, see docs/how-to/code-tasks.md)"))
     width = max(len(name) for name, _ in rows) + 2
     return "\n".join(f"{name + ':':<{width}}{value}" for name, value in rows)
 

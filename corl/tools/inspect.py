@@ -6,7 +6,7 @@ Both are read-only inspections: they attach no observer (neither ``run.observers
 folder and no tracker run is opened or appended to. An observer sees a whole run's lifecycle or
 nothing; an evaluation alone would be an ``eval_end`` without its ``run_start`` (a tracker with no
 client), and its step would clash with the training run's history. ``--json`` is the output to
-log (docs/data-and-evaluation.md shows how to add it to the run's W&B or MLflow run).
+log (docs/how-to/data-and-evaluation.md shows how to add it to the run's W&B or MLflow run).
 """
 
 from __future__ import annotations

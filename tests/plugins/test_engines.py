@@ -121,7 +121,7 @@ def test_the_shipped_vllm_recipes_validate(recipe):
 
 
 def test_the_shipped_vllm_recipe_keeps_float32_master_weights():
-    """AdamW at lr 1e-6 on bf16 weights loses the small updates (docs/real-models.md): float32
+    """AdamW at lr 1e-6 on bf16 weights loses the small updates (docs/how-to/real-models.md): float32
     weights, bf16 autocast matmuls, bf16 engines."""
     import tomllib
     from pathlib import Path

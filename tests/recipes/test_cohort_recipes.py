@@ -1,6 +1,6 @@
 """recipes/cohort and recipes/weak: every recipe validates, each pair differs only where its name
 says, the claims name only these recipes, and the generator reproduces the committed files (so the
-tables in docs/results.md cannot drift from what `corl compare` runs)."""
+tables in docs/results/claims.md cannot drift from what `corl compare` runs)."""
 
 import importlib.util
 import tomllib

@@ -1,5 +1,5 @@
 """recipes/paper: every recipe validates, the claims file names only them, and the generator
-script reproduces the committed files (so the grid in docs/results.md cannot drift)."""
+script reproduces the committed files (so the grid in docs/results/claims.md cannot drift)."""
 
 import importlib.util
 from pathlib import Path
@@ -33,7 +33,7 @@ def test_claims_cover_both_regimes_and_name_only_shipped_recipes():
 
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.stem)
 def test_each_recipe_trains_under_the_protocol_its_name_says_with_the_grids_settings(path):
-    """docs/results.md's grid: 150 steps x 32 prompts, eval 1000 x 8; held_out_* train on the train
+    """docs/results/claims.md's grid: 150 steps x 32 prompts, eval 1000 x 8; held_out_* train on the train
     split, test_time_* on the evaluated prompts."""
     spec = load_recipe(str(path), registry=build_registry(make_plugin_manager()))
     assert spec.run.protocol == ("test_time" if path.stem.startswith("test_time") else "held_out")

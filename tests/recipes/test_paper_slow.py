@@ -1,4 +1,4 @@
-"""A reduced docs/results.md comparison end to end (`tox -e slow`, minutes): shipped paper recipes
+"""A reduced docs/results/claims.md comparison end to end (`tox -e slow`, minutes): shipped paper recipes
 of both regimes, shrunk, over two seeds, with the shipped claims that concern them."""
 
 import json

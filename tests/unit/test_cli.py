@@ -152,3 +152,18 @@ def test_a_mistyped_local_model_path_is_no_such_folder(capsys):
     path = "runs/nope/checkpoints/final/llama"
     assert main(["eval", "three_agent_ring", "--model", f"tuned={path}"]) == 2
     assert capsys.readouterr().err.strip() == f"corl: error: --model tuned={path}: no such folder: {path}"
+
+
+def test_every_subcommand_shows_examples_that_parse():
+    import shlex
+
+    from corl.cli import SUBCOMMANDS, parser
+
+    sub = next(a for a in parser()._actions if isinstance(a.choices, dict))
+    assert len(sub.choices) == len(SUBCOMMANDS)
+    for name, sp in sub.choices.items():
+        examples = [line.strip() for line in (sp.epilog or "").splitlines()[1:]]
+        assert examples, f"corl {name} --help shows no example"
+        for example in examples:
+            argv = shlex.split(example.split(">")[0])[1:]
+            assert argv[0] == name and parser().parse_args(argv).fn is sp.get_default("fn"), example

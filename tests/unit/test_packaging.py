@@ -42,7 +42,7 @@ def test_package_data_ships_every_zoo_weight_file():
 # -- the distribution's name: `corl` on the package index is another project ------------------------
 
 #: What users read or run: an install string anywhere in these names the distribution.
-TEXT_FILES = [p for pattern in ("*.md", "docs/*.md", "plugins/*/*.md", "plugins/*/pyproject.toml", "recipes/**/*.toml",
+TEXT_FILES = [p for pattern in ("*.md", "docs/**/*.md", "plugins/*/*.md", "plugins/*/pyproject.toml", "recipes/**/*.toml",
                                 "corl/**/*.py", "plugins/**/*.py", "tests/**/*.py", "tox.ini", ".ci/run", "pyproject.toml")
               for p in ROOT.glob(pattern) if "__pycache__" not in p.parts and p != Path(__file__).resolve()]
 OLD_EXTRA = re.compile(r"(?<![\w-])corl\[")  # corl[real], 'corl[data]': an extra of the old name

@@ -1,6 +1,6 @@
 """The public API for engine plugins (corl-vllm, corl-sglang, a third party's): inference engines
 colocated with an ``hf`` agent's trainer. Its import path stays put whatever moves inside the hf
-package; its names are :data:`__all__` (docs/architecture.md, "The public API for engine plugins").
+package; its names are :data:`__all__` (docs/explanation/architecture.md, "The public API for engine plugins").
 A plugin writes an :class:`Engine` adapter and a ``build(agent, config, ctx, sleep=...)`` that starts
 its engine, and registers ``sampler_factory(name, build)`` with :class:`EngineSamplerConfig` (or a
 subclass adding the engine's keys); it samples for any agent with the :class:`EngineAgent` surface.
@@ -60,7 +60,7 @@ class EngineSamplerConfig:
         "help": "a GPU engine: share of the GPU's memory it takes (weights + KV cache); the trainer needs the rest"})
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = attrs.field(default="auto", metadata={
         "help": "the engine's weight dtype; the trainer keeps its own. auto: float32 on the CPU (vLLM's CPU bf16 "
-                "path sampled ~5x slower here, docs/scale-out.md), the engine's own choice on a GPU (bf16 for a "
+                "path sampled ~5x slower here, docs/how-to/scale-out.md), the engine's own choice on a GPU (bf16 for a "
                 "float32 checkpoint)"})
     sleep: bool | None = attrs.field(default=None, metadata={
         "help": "release the engine's GPU memory after sampling, while the trainer steps; woken at the next sync "
@@ -71,7 +71,7 @@ class EngineSamplerConfig:
         "help": "largest allowed gap after a sync, in nats: the mean |engine - trainer| log-prob over the probes' "
                 "sampled tokens, on top of twice the engine's own floor measured on the start weights (default: "
                 "0.005 for a float32 engine, 0.05 for a bf16 / fp16 one, whose rounding drifts as the weights move; "
-                "docs/scale-out.md)"})
+                "docs/how-to/scale-out.md)"})
     engine_args: Any = attrs.field(factory=dict, validator=_table, metadata={
         "help": "extra keyword arguments for the engine's constructor (e.g. max_model_len, enforce_eager)"})
 
@@ -208,7 +208,7 @@ PROBE_SAMPLES = 4
 #: default sync tolerances (nats, mean over the probes' sampled tokens) on top of twice the start floor.
 #: A float32 engine matches a float32 trainer to ~1e-5, so one stale step at lr 2e-6 (~0.01 on SmolLM2)
 #: stands out; a bf16 engine's rounding of updated weights moves its scores by a few 1e-2 from one
-#: step to the next, as much as a small step does: only staleness beyond that can be told (docs/scale-out.md).
+#: step to the next, as much as a small step does: only staleness beyond that can be told (docs/how-to/scale-out.md).
 FLOAT32_TOLERANCE, HALF_PRECISION_TOLERANCE = 0.005, 0.05
 
 
@@ -336,7 +336,7 @@ def trainer_logprobs(agent: EngineAgent, ids: Sequence[int], dtype: str = "float
     """The trainer's log-probs (temperature 1) of ``ids[1:]``, its matmuls in ``dtype``: a bf16
     engine is compared with the trainer's weights rounded as the engine's are (autocast rounds each
     weight to bf16, to nearest, as the engine's load does), since a bf16 copy of updated float32
-    weights can sit further from them than the start weights' copy did (docs/scale-out.md)."""
+    weights can sit further from them than the start weights' copy did (docs/how-to/scale-out.md)."""
     import contextlib
 
     import torch

@@ -7,7 +7,7 @@ digits and the carry from the digit just written): a 0.15M-parameter model learn
 it, where the plain order asks for the carry before the digits that cause it. ``plain`` writes
 the sum as usual (``582``). Either way the verifier reads the *number*: votes group equal sums.
 
-This is the embedded testbed of docs/results.md; the shipped zoo models ``zoo:llama-add3``,
+This is the embedded testbed of docs/results/claims.md; the shipped zoo models ``zoo:llama-add3``,
 ``zoo:qwen2-add3`` and ``zoo:neox-add3`` were warm-started on its default seed split.
 """
 

@@ -1,4 +1,4 @@
-"""Built-in code tasks: programs voted on by behaviour (see corl/code.py and docs/code-tasks.md).
+"""Built-in code tasks: programs voted on by behaviour (see corl/code.py and docs/how-to/code-tasks.md).
 
 ``expressions``: find a one-line expression of ``x`` from three input/output examples, judged on
 held-out inputs; small enough for the tiny zoo models (their tokenizer grows to printable ASCII).
@@ -29,7 +29,7 @@ def _sandbox_fields():
         "unsafe_run_as_root": attrs.field(default=False, metadata={
             "help": "UNSAFE: where the sandbox cannot give each program a uid of its own (root, no bubblewrap, and "
                     "no view of its own in the fallback), run the programs as root anyway instead of refusing to "
-                    "start (docs/code-tasks.md, 'What it does not protect against')"}),
+                    "start (docs/how-to/code-tasks.md, 'What it does not protect against')"}),
     }
 
 

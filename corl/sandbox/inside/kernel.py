@@ -2,7 +2,7 @@
 pivot_root, sethostname, capset, seccomp), through ctypes. Used by the worker and by each child
 before its program runs, never by a program: :func:`forget` drops the ready-made native handles
 first, the hook refuses ``import ctypes`` and audits ``dlopen`` / ``dlsym``, and the kernel checks
-whatever gets past (ctypes stays loaded in the process: docs/code-tasks.md says what that leaves).
+whatever gets past (ctypes stays loaded in the process: docs/how-to/code-tasks.md says what that leaves).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""corl-gspo: a worked example of a corl plugin package (docs/plugins.md), written against corl's
+"""corl-gspo: a worked example of a corl plugin package (docs/how-to/plugins.md), written against corl's
 public contract only (``corl``, ``corl.protocols``, ``corl.types``, ``corl.testing``).
 
 It adds two components:

@@ -57,7 +57,7 @@ class VLLMSamplerConfig(EngineSamplerConfig):
     process: Literal["auto", "same", "child"] = attrs.field(default="auto", metadata={
         "help": "where the engine runs: same (the trainer's process; weights pushed by reference), child (vLLM's "
                 "own processes; weights through shared memory); auto: same on a GPU, child on the CPU (measured "
-                "faster there: docs/scale-out.md)"})
+                "faster there: docs/how-to/scale-out.md)"})
     kv_cache_gb: float | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.gt(0)),
                                             metadata={"help": "the engine's KV cache in GB (default: a GPU engine "
                                                               "sizes it from `memory`, a CPU engine takes 1 GB)"})
@@ -79,7 +79,7 @@ class VLLMEngine:
         if in_process and _ENGINES_IN_PROCESS:
             raise CorlError(f"agent {agent.name!r}: one in-process vLLM engine per process; give this agent "
                             "sampler.process = \"child\", or launch with torchrun and give each vllm agent its own "
-                            "rank (agents[i].ranks; see docs/scale-out.md)")
+                            "rank (agents[i].ranks; see docs/how-to/scale-out.md)")
         vllm = import_engine("vllm", "vllm", INSTALL)
         dtype = "float32" if config.dtype == "auto" and device.type == "cpu" else config.dtype
         args = dict(model=model_source(agent), dtype=dtype, enable_sleep_mode=sleep, seed=ctx.seed,

@@ -9,7 +9,7 @@ from corl.plugins import build_registry, make_plugin_manager
 from corl.recipe import load_recipe
 from tests.kit import ROOT
 
-PAGES = ["docs/data-and-evaluation.md", "docs/co-rl.md"]
+PAGES = ["docs/how-to/data-and-evaluation.md", "docs/explanation/co-rl.md"]
 BLOCKS = [(page, i, block) for page in PAGES
           for i, block in enumerate(re.findall(r"```toml\n(.*?)```", (ROOT / page).read_text(), re.DOTALL))]
 

@@ -162,7 +162,7 @@ def test_cli_validate_ok_and_does_not_import_torch():
 def test_reference_doc_is_generated_from_the_config_classes(registry):
     from corl.tools.reference import render
 
-    assert (ROOT / "docs" / "reference.md").read_text() == render(registry), "regenerate: corl recipes keys > docs/reference.md"
+    assert (ROOT / "docs" / "reference" / "recipe-keys.md").read_text() == render(registry), "regenerate: corl recipes keys > docs/reference/recipe-keys.md"
 
 
 def test_import_paths_are_refused_unless_enabled(registry, monkeypatch):
@@ -289,3 +289,32 @@ def test_cli_validate_reads_the_data_and_says_what_the_run_would(tmp_path):
         "corl: error: data/arith_train.jsonl:1: missing field 'q' (fields: question, answer)",
         "corl: error: task.eval: no such file: recipes/nope.jsonl"]
     assert cli("validate", "recipes/data_file.toml", "--rows", "0").stderr.strip() == "corl: error: --rows 0: must be at least 1"
+
+
+def test_host_keys_are_checked_from_their_declaration_defaults_included(registry):
+    # n_train's default (n_votes) obeys n_train's own rule, reported at its key
+    one = with_(**{"voting.n_votes": 1})
+    one["voting"].pop("n_train", None)
+    assert list(errors(registry, one)) == ["<recipe>: voting.n_train: invalid value 1: must be >= 2 (group baselines need "
+                                     "two samples)"]
+    assert list(errors(registry, with_(**{"agents[0].frozen": '"yes"'}))) == [
+        "<recipe>: agents[0].frozen: expected true or false, got 'yes'"]
+    [msg] = errors(registry, with_(**{"agents[0].sampler": '"hf"'}))
+    assert msg == "<recipe>: agents[0].sampler: expected a table, got 'hf'"
+    six = with_(**{"voting.n_votes": 6})
+    six["voting"].pop("n_train", None)
+    spec = load_recipe(six, registry=registry)
+    assert spec.voting.n_train == 6 and spec.agents[0].frozen is False and spec.agents[0].ranks == ()
+
+
+def test_the_reference_lists_every_host_key_with_its_declared_default(registry):
+    import attrs
+
+    from corl.recipe.schema import AgentKeys, ShapingKeys, VotingKeys
+    from corl.tools.reference import render
+
+    text = render(registry)
+    for cls in (VotingKeys, AgentKeys, ShapingKeys):
+        for field in attrs.fields(cls):
+            assert f"| `{field.name}` |" in text and field.metadata["help"] in text
+    assert "| `n_train` | an integer | `n_votes` |" in text and "| `weight` | a number | `1.0` |" in text

@@ -245,3 +245,17 @@ def test_a_data_parallel_agent_trains_on_two_ranks(tmp_path, cache_dir):
     assert (out / "checkpoints" / "step-000002" / "optimizers" / "a" / "optimizer.rank001.pt").exists()
     final = out / "checkpoints" / "final"
     assert {p.name for p in final.iterdir()} == {"a", "b", "manifest.json", "summary.json"}
+
+
+def test_both_layouts_keep_the_layout_protocol_without_one_inheriting_the_other():
+    import inspect
+
+    assert not issubclass(distributed.Distributed, distributed.Local)
+    wanted = {name for name, _ in inspect.getmembers(distributed.Layout, inspect.isfunction) if not name.startswith("_")}
+    assert {"owns", "shard", "collective", "gather", "share", "everyone", "barrier", "close"} <= wanted
+    for cls in (distributed.Local, distributed.Distributed):
+        assert all(callable(getattr(cls, name, None)) for name in wanted), cls
+    layout = distributed.Local(spec())
+    assert not layout.collective("a0")
+    layout.members["a0"] = [0, 1]
+    assert layout.collective("a0")  # sharded: every rank of its group runs each pass

@@ -1,4 +1,4 @@
-"""The built-ins table of docs/architecture.md is generated from the registry, like docs/reference.md."""
+"""The built-ins table of docs/explanation/architecture.md is generated from the registry, like docs/reference/recipe-keys.md."""
 
 import pytest
 

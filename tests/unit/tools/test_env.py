@@ -81,4 +81,4 @@ def test_env_says_whether_bubblewrap_is_here(capsys, monkeypatch, tmp_path, pres
         monkeypatch.setattr(env.shutil, "which", lambda name: None)
     line = next(x for x in run_env(capsys).splitlines() if x.startswith("bubblewrap:"))
     assert line.split(":", 1)[1].strip() == (f"{tmp_path / 'bwrap'} 0.9.9" if present else
-                                             "not found (the code sandbox runs with fewer layers, see docs/code-tasks.md)")
+                                             "not found (the code sandbox runs with fewer layers, see docs/how-to/code-tasks.md)")

@@ -86,7 +86,7 @@ class HFAgentConfig(ModelSettings):
     shard: Literal["auto", "fsdp"] = attrs.field(default="auto", metadata={
         "help": "fsdp: shard weights, gradients and AdamW state over the agent's ranks with PyTorch FSDP2, also "
                 "on one rank; auto: fsdp on several ranks or with mixed_precision / cpu_offload, else a plain model "
-                "(docs/scale-out.md)"})
+                "(docs/how-to/scale-out.md)"})
     mixed_precision: bool = attrs.field(default=False, metadata={
         "help": "FSDP2 mixed precision: float32 master weights, gradients reduced in float32, forward and "
                 "backward in bf16 (needs dtype = \"float32\")"})

@@ -4,7 +4,7 @@ Sampling keeps the policy's log-probs (from the raw logits at the sampling tempe
 the training forward's, so the optimizer's first ratio is exactly 1 and no extra forward pass is
 needed. ``top_k``, ``top_p``, ``min_p`` and ``repetition_penalty`` change which tokens are drawn
 but not those log-probs: with any of them set, completions come from a shaped distribution while
-the update treats them as the model's own (off-policy, uncorrected, as in TRL; docs/reference.md).
+the update treats them as the model's own (off-policy, uncorrected, as in TRL; docs/reference/recipe-keys.md).
 Each prompt is prefilled once for its N samples (:func:`corl.builtin.hf.backend.decode.decode`).
 """
 

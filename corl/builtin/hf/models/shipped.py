@@ -7,7 +7,7 @@ is the same on every machine and a first run starts in seconds. Each was warm-st
 first, 20000 examples, task seed 1234) by :func:`corl.builtin.hf.models.warmstart.train` with a constant
 learning rate after 100 warmup steps, and stopped *inside* the sharp transition in which that
 family learns the task (10% -> 99% pass@1 within a few hundred steps): a base with sampling
-headroom (maj@8 well above pass@1) that RL can move (docs/results.md).
+headroom (maj@8 well above pass@1) that RL can move (docs/results/claims.md).
 
 ``scripts/make_zoo.py`` rebuilds them (``--check`` compares the sha256 of each rebuilt
 ``model.safetensors`` with :data:`SHIPPED`; the slow test ``tests/unit/builtin/hf/test_shipped_slow.py``

@@ -60,7 +60,7 @@ class VisionAgent:
         who = f"agent {self.name!r}"
         if ctx.group.size > 1:  # nothing would reduce its gradients: only hf agents are sharded (FSDP2)
             raise CorlError(f"{who}: an hf_vision agent trains on one rank; give it a single rank in agents[i].ranks "
-                            "(several ranks shard hf agents only, docs/scale-out.md)")
+                            "(several ranks shard hf agents only, docs/how-to/scale-out.md)")
         source = config.model
         if source.startswith("zoo:"):
             zoo_config = zoo_config_for(config, ctx.section("zoo"))
