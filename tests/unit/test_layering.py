@@ -115,6 +115,10 @@ def test_registering_every_builtin_imports_no_torch():
 #: Where corl may call getattr / hasattr, each on something that is not a component or a context
 #: (a component's optional capabilities are declared: protocols and traits, read by corl.protocols).
 NOT_COMPONENTS = {
+    ("corl.builtin.hf.backend.decode", "processors"): "a sampler config's knob, absent from samplers' configs without it (hf_vision)",
+    ("corl.builtin.hf.backend.decode", "warpers"): "a sampler config's knob, absent from samplers' configs without it (hf_vision)",
+    ("corl.builtin.hf.backend.preview", "rendered"): "the recipe file's path, absent from a spec built in Python",
+    ("corl.runtime.checkpoint", "read_json"): "an OSError's strerror, to name why a file is unreadable",
     ("corl.protocols", "missing_members"): "the protocol's own members, to name what an object lacks",
     ("corl.protocols", "declared_config"): "the declared mechanism: an import-path factory's Config",
     ("corl.protocols", "traits"): "the declared mechanism: a factory's traits, read once at registration",
