@@ -218,9 +218,13 @@ def probe(settings: dict) -> list[str]:
             trial = os.fork()  # each layer in a fresh copy of this process, on top of those that held
             if trial == 0:
                 try:
-                    child.confine({**settings, "layers": held + [layer]}, 0, write, held + [layer])
                     # a uid that cannot read the standard library (Python installed under /root, say)
-                    # would break every program that imports a module: then programs keep the worker's
+                    # would break every program that imports a module: then programs keep the worker's;
+                    # and the fresh interpreter a program runs in must start under the layer
+                    _, start = child.confine({**settings, "layers": held + [layer]}, 0, write, held + [layer],
+                                             boot=child._PROBE)
+                    if start is not None:
+                        start()  # exits 0 when the fresh interpreter can read its library
                     os._exit(0 if os.access(os.path.dirname(os.__file__), os.R_OK | os.X_OK) else 1)
                 except BaseException:  # noqa: BLE001
                     os._exit(1)

@@ -1,0 +1,300 @@
+"""The fourth round of attacks (issue 39): the hook emptied through the ctypes the worker had loaded,
+the host's checkout path in the view and the mount table, other processes seen without /proc, a
+symbolic link the hook read as inside, dnotify / leases / the machine's load, threads where the uid
+is shared, and a result nested too deep to report. Each runs between two honest programs, with the
+hook and, where it is the kernel's job, with the hook off, under every outer layer as root (the
+plain process has the worker's own view)."""
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import corl
+from corl.sandbox import Limits, Program, Sandbox, canonical, isolation
+from corl.sandbox.inside import values
+
+from .hostile import ROOMY, SLOW, run_hostile
+
+#: where this checkout is on the host: no program may learn it
+CHECKOUT = str(Path(corl.__file__).resolve().parents[1])
+
+
+@pytest.fixture(params=[True, "unshare", False], ids=["bubblewrap", "unshare", "plain"])
+def isolate(request):
+    if request.param == "unshare" and isolation("unshare").outer != "unshare":
+        pytest.skip("no unshare here")
+    if "seccomp" not in isolation(request.param).layers:
+        pytest.skip("no seccomp filter on this machine")
+    return request.param
+
+
+def _hooked(isolate) -> Sandbox:
+    return Sandbox(ROOMY, isolate=isolate)
+
+
+def _bare(isolate) -> Sandbox:
+    return Sandbox(ROOMY, isolate=isolate, without=("audit-hook",))
+
+
+LIBC = "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+
+
+# -- the hook emptied from pure Python ------------------------------------------------------------
+
+def test_no_native_memory_type_is_loaded_where_a_program_runs(isolate):
+    # ctypes' C types (a Union writes any memory: the hook's frozensets) found by walking the class tree
+    source = """
+        import sys
+        def f(x):
+            seen, stack, native = set(), [object, type], []
+            while stack:
+                cls = stack.pop()
+                if cls in seen:
+                    continue
+                seen.add(cls)
+                if cls.__module__ in ("_ctypes", "ctypes") or hasattr(cls, "from_address"):
+                    native.append(cls.__name__)
+                stack.extend(type.__subclasses__(cls))
+            loaded = [m for m in sys.modules if "ctypes" in m or m.split(".")[-1] in ("kernel", "worker", "child")]
+            return sorted(native), sorted(loaded)
+    """
+    assert run_hostile(source, _hooked(isolate)).output == "([], [])"
+
+
+def test_emptying_the_hook_through_a_ctypes_union(isolate):
+    # the attack itself: a Union over a pointer and an address, written into the hook's frozenset of
+    # forbidden modules (its hash table emptied in place), then `import ctypes`
+    source = """
+        import sys
+        def f(x):
+            def all_types():
+                seen, stack = set(), [object, type]
+                while stack:
+                    cls = stack.pop()
+                    if cls not in seen:
+                        seen.add(cls)
+                        yield cls
+                        stack.extend(type.__subclasses__(cls))
+            union = next(c for c in all_types() if c.__name__ == "Union" and c.__module__ == "_ctypes")
+            simple = next(c for c in all_types() if c.__name__ == "_SimpleCData")
+            class Word(simple):
+                _type_ = "P"
+            class Bytes(simple):
+                _type_ = "c"
+            class Overlay(union):
+                _fields_ = [("address", Word), ("pointer", Word)]
+            return "got C types: " + Overlay.__name__
+    """
+    outcome = run_hostile(source, _hooked(isolate))
+    assert not outcome.ok and outcome.error == "crash:StopIteration"  # no such type in the process at all
+
+
+# -- the host's checkout path ---------------------------------------------------------------------
+
+def test_the_checkout_path_is_nowhere_a_program_looks(isolate):
+    source = f"""
+        import os, sys
+        def f(x):
+            secret = {CHECKOUT!r}
+            found = []
+            for top, _, files in os.walk("/sandbox"):
+                for name in files:
+                    try:
+                        if secret.encode() in open(os.path.join(top, name), "rb").read():
+                            found.append(os.path.join(top, name))
+                    except OSError:
+                        pass
+            found += [p for p in sys.path if secret in p] + [v for v in os.environ.values() if secret in v]
+            for module in list(sys.modules.values()):
+                if secret in str(getattr(module, "__file__", "")):
+                    found.append(module.__name__)
+                for value in list(getattr(module, "__dict__", dict()).values()):
+                    filename = str(getattr(getattr(value, "__code__", None), "co_filename", ""))
+                    if secret in filename:
+                        found.append(filename)
+            return found
+    """
+    assert run_hostile(source, _hooked(isolate)).output == "[]"
+
+
+@pytest.mark.parametrize("call", [
+    "libc.syscall(457, 0, 0, 0, 0)",  # statmount: a mount's source and root (the host path bound in)
+    "libc.syscall(458, 0, 0, 0, 0)",  # listmount
+    "libc.syscall(459, 0, 0, 0, 0)",  # lsm_get_self_attr
+    "libc.syscall(460, 0, 0, 0, 0)",  # lsm_set_self_attr
+    "libc.syscall(461, 0, 0, 0)",  # lsm_list_modules
+])
+def test_the_mount_table_and_security_modules_are_closed(isolate, call):
+    assert run_hostile(f"{LIBC}def f(x):\n    return {call}", _bare(isolate)).error == "forbidden", call
+
+
+def test_system_calls_newer_than_the_filter_are_refused(isolate):
+    # mseal (462) is the first call the filter does not know: ENOSYS, as an older kernel would say
+    source = f"{LIBC}def f(x):\n    return libc.syscall(462, 0, 0, 0), ctypes.get_errno()"
+    assert run_hostile(source, _bare(isolate)).output == "(-1, 38)"
+
+
+# -- other processes, without /proc -----------------------------------------------------------------
+
+OTHERS = [
+    "os.getpgid(os.getppid())", "os.getsid(os.getppid())", "os.getpgid(1)", "os.getsid(1)",
+    "os.sched_getaffinity(os.getppid())", "os.sched_getscheduler(os.getppid())",
+    "os.sched_getparam(os.getppid())", "os.sched_rr_get_interval(os.getppid())",
+    "os.getpriority(os.PRIO_PROCESS, os.getppid())", "os.getpriority(os.PRIO_PGRP, os.getpgid(0) + 1)",
+    "os.getpriority(os.PRIO_USER, os.getuid())",  # says whether any other process of its uid exists
+    "time.clock_gettime(((~os.getppid()) << 3) | 2)",  # the worker's CPU clock
+    "time.clock_getres(((~1) << 3) | 2)",
+]
+
+
+@pytest.mark.parametrize("call", OTHERS)
+def test_other_processes_cannot_be_seen(isolate, call):
+    # SLOW runs beside it: a sibling to look for
+    source = f"import os, time\ndef f(x):\n    return {call}"
+    assert run_hostile(source, _hooked(isolate), before=SLOW).error == "forbidden", call
+
+
+@pytest.mark.parametrize("call", [
+    f"libc.syscall({252 if os.uname().machine == 'x86_64' else 31}, 1, os.getppid())",  # ioprio_get
+    f"libc.syscall({274 if os.uname().machine == 'x86_64' else 100}, os.getppid(), "
+    "ctypes.byref(ctypes.c_void_p()), ctypes.byref(ctypes.c_size_t()))",  # get_robust_list
+    f"libc.syscall({315 if os.uname().machine == 'x86_64' else 275}, os.getppid(), "
+    "ctypes.create_string_buffer(64), 56, 0)",  # sched_getattr
+])
+def test_other_processes_cannot_be_seen_by_raw_calls(isolate, call):
+    assert run_hostile(f"{LIBC}def f(x):\n    return {call}", _bare(isolate), before=SLOW).error == "forbidden"
+
+
+def test_capget_names_no_other_process(isolate):
+    # capget's pid is in memory, out of the filter's reach: it fails for everyone (EPERM)
+    source = f"""{LIBC}
+def f(x):
+    header, sets = (ctypes.c_uint32 * 2)(0x20080522, os.getppid()), (ctypes.c_uint32 * 6)()
+    return libc.syscall({125 if os.uname().machine == 'x86_64' else 90}, header, sets), ctypes.get_errno()
+"""
+    assert run_hostile(source, _bare(isolate)).output == "(-1, 1)"
+
+
+def test_a_program_still_sees_itself(isolate):
+    source = """
+        import os, time
+        def f(x):
+            me = os.getpid()
+            return [os.getpgid(0) == os.getpgid(me), os.getsid(0) == os.getsid(me),
+                    os.sched_getaffinity(0) == os.sched_getaffinity(me), os.sched_getscheduler(me),
+                    os.getpriority(os.PRIO_PROCESS, 0), os.getpriority(os.PRIO_PROCESS, me),
+                    time.process_time() >= 0, time.thread_time() >= 0,
+                    time.clock_gettime(((~0) << 3) | 2) >= 0, time.clock_gettime(((~me) << 3) | 2) >= 0,
+                    time.monotonic() > 0, time.time() > 0]
+    """
+    assert run_hostile(source, _hooked(isolate)).output == "[True, True, True, 0, 0, 0, True, True, True, True, True, True]"
+
+
+# -- a symbolic link the hook read as inside --------------------------------------------------------
+
+@pytest.mark.parametrize("call", [
+    "os.symlink('.', 'l'); return os.open('l/..', os.O_RDONLY)",  # a descriptor on the folder above
+    "os.symlink('.', 'l'); return sorted(os.listdir('l/../..'))",
+    "os.mkdir('d'); os.symlink('..', 'd/up'); return os.open('d/up/..', os.O_RDONLY)",
+    "import pathlib; pathlib.Path('l').symlink_to('.'); return 1",
+])
+def test_no_symbolic_link_can_be_made(isolate, call):
+    for sandbox in (_hooked(isolate), _bare(isolate)):  # the hook refuses it, and the kernel too
+        assert run_hostile(f"import os\ndef f(x):\n    {call}", sandbox).error == "forbidden", call
+
+
+# -- dnotify, leases, the machine's load --------------------------------------------------------------
+
+@pytest.mark.parametrize("call", [
+    "fcntl.fcntl(os.open('.', os.O_RDONLY), 1026, 0x8000003f)",  # F_NOTIFY: told of every change in a folder
+    "fcntl.fcntl(os.open('/usr/lib', os.O_RDONLY), 1026, 0x8000003f)",
+    "fcntl.fcntl(os.open('f', os.O_RDONLY | os.O_CREAT), 1024, fcntl.F_RDLCK)",  # F_SETLEASE
+])
+def test_no_file_notification_or_lease(isolate, call):
+    source = f"import fcntl, os\ndef f(x):\n    return {call}"
+    assert run_hostile(source, _bare(isolate)).error == "forbidden", call
+
+
+def test_the_machines_load_and_process_count_stay_unknown(isolate):
+    source = f"""{LIBC}
+def f(x):
+    info = ctypes.create_string_buffer(128)
+    return libc.sysinfo(info), ctypes.get_errno(), info.raw == bytes(128)
+"""
+    assert run_hostile(source, _bare(isolate)).output == "(-1, 38, True)"
+
+
+# -- threads where the uid is shared ----------------------------------------------------------------
+
+@pytest.mark.parametrize("hook", [True, False], ids=["hook", "kernel-only"])
+def test_a_thread_bomb_under_a_shared_uid_is_stopped(isolate, hook):
+    source = """
+        import threading, time
+        def f(x):
+            threading.stack_size(32768)
+            started = 0
+            while started < 5000:
+                threading.Thread(target=time.sleep, args=(5,), daemon=True).start()
+                started += 1
+            return started
+    """
+    shared = Sandbox(ROOMY, isolate=isolate, without=("uid",) if hook else ("uid", "audit-hook"))
+    assert run_hostile(source, shared).error == "forbidden"
+
+
+# -- a result nested too deep to report -------------------------------------------------------------
+
+@pytest.mark.parametrize("value", [
+    "v = []\n    for _ in range(900):\n        v = [v]\n    return v",
+    "v = ()\n    for _ in range(5000):\n        v = (v,)\n    return v",
+    "v = {}\n    for _ in range(900):\n        v = {1: v}\n    return v",
+    "v = []\n    v.append(v)\n    return v",
+    f"v = 0\n    for _ in range({values.MAX_DEPTH + 1}):\n        v = [v]\n    return v",
+])
+def test_a_result_nested_too_deep_is_bad_output(value):
+    assert run_hostile(f"def f(x):\n    {value}", Sandbox(ROOMY)).error == "bad_output"
+
+
+def test_a_result_nested_to_the_documented_depth_is_reported():
+    source = f"def f(x):\n    v = 0\n    for _ in range({values.MAX_DEPTH - 1}):\n        v = [v]\n    return [v]"
+    assert run_hostile(source, Sandbox(ROOMY)).output == "[" * values.MAX_DEPTH + "0" + "]" * values.MAX_DEPTH
+
+
+def test_canonical_refuses_depth_without_recursing():
+    deep = []
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(values.TooDeep):
+        canonical(deep)
+    assert canonical([[1.0, (2.5,)]]) == "[[1, (2.5,)]]"
+
+
+def test_the_depth_is_the_documented_one():
+    text = (Path(__file__).resolve().parents[3] / "docs" / "code-tasks.md").read_text()
+    assert f"nested deeper than {values.MAX_DEPTH}" in text
+
+
+def test_honest_programs_still_run_in_their_fresh_interpreter():
+    # the fresh interpreter keeps what the fork gave: hash seed, imports, recursion room, temp files
+    programs = [Program("str(sorted({'b', 'a'})) + str(hash('corl'))", (0,)),
+                Program(textwrap.dedent("""
+                    import json, re, tempfile, sys
+                    def f(x):
+                        with tempfile.TemporaryFile() as fh:
+                            fh.write(b'ok')
+                        def down(n):
+                            return 0 if n == 0 else 1 + down(n - 1)
+                        return json.dumps({'n': down(1500)}), bool(re.match('a+', 'aa'))
+                """), ((1,),), mode="function")]
+    first, second = Sandbox(Limits(wall_seconds=5.0)).run(programs)
+    assert first[0].output == repr(str(sorted({"b", "a"})) + str(_hash_seed_zero("corl")))
+    assert second[0].output == "('{\"n\": 1500}', True)"
+
+
+def _hash_seed_zero(text: str) -> int:
+    import subprocess
+    import sys
+    return int(subprocess.run([sys.executable, "-c", f"print(hash({text!r}))"], env={"PYTHONHASHSEED": "0"},
+                              capture_output=True, text=True, check=True).stdout)
