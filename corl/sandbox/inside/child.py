@@ -1,20 +1,30 @@
-"""What a forked child does: put every layer between one program and the machine, then run the
-program on each input, one JSON line per input (``[ok, output or error kind]``) on its own channel.
+"""What a forked child does: put every layer between one program and the machine, then become a
+fresh interpreter (:mod:`.program`) that runs the program on each input, one JSON line per input
+(``[ok, output or error kind]``) on its own channel.
 
 The layers, in the order they go on (``layers`` names those this machine allows; one that fails to
 go on ends the child with :data:`SANDBOX_EXIT` rather than run the program with less):
 
-* descriptors: 0-2 on ``/dev/null``, the result channel on 3, every other one closed (the worker's
-  own channel to the parent and the other children's pipes are out of reach);
+* descriptors: 0-2 on ``/dev/null``, the result channel on 3, its job (a memfd) on 4, every other
+  one closed (the worker's own channel to the parent and the other children's pipes are out of reach);
 * ``read-only`` + ``private-tmp``: a mount namespace of its own, everything in it read-only, and
   its folder a fresh tmpfs of ``file_mb`` (a quota on all it writes, seen by nobody else, nothing
   on it executable);
 * ``uid``: a uid and gid of its own, never root, no supplementary groups (no signal, ptrace or
   /proc access between programs, or to the worker, even without seccomp);
-* no capabilities in any set, not dumpable (its /proc closed, no core file), rlimits (CPU, address
-  space, file size, 64 descriptors, no core, no locked memory, 64 queued signals; 64 threads where
-  its uid is its own);
-* ``seccomp``: the kernel's deny list (:mod:`.seccomp`);
+* no capabilities in any set (the bounding and ambient sets too, so the execve gives none back),
+  death with the worker, not dumpable, rlimits (CPU, address space, file size, 64 descriptors, no
+  core, no locked memory, 64 queued signals; 64 threads where its uid is its own);
+* ``seccomp``: the kernel's filter (:mod:`.seccomp`), which allows this process one execve: the
+  next step's, with the very pointers prepared for it;
+* the execve: the program runs in a fresh interpreter (``python -s -S -P``), which holds nothing of
+  the worker's memory (no other program's source) and has never loaded ctypes, whose C types would
+  let it rewrite any memory, the audit hook's included. The execve makes the process dumpable
+  again; a core is still refused (``RLIMIT_CORE`` 1) and nothing that reads another process's
+  memory is allowed (seccomp; no /proc in a view). Only where its uid is shared and a /proc is in
+  view (no view, no uid of its own: a parent that is not root and gets no namespace) would that let
+  a sibling open its ``/proc/<pid>/mem``: there it skips the execve and runs in this process (not
+  dumpable), with ctypes' own names dropped (:func:`.kernel.forget`), its C types still loaded;
 * ``audit-hook``: the early readable refusal (:mod:`.hook`), last, right before the program.
 """
 

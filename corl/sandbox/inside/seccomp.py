@@ -1,16 +1,30 @@
 """The seccomp filter every program runs under: the kernel, not Python, refuses what a program must
 not do, however it gets there (ctypes, a crafted extension module, a bug in CPython).
 
-A classic BPF program, assembled here (no libseccomp needed), for x86-64 and aarch64. It is a deny
-list: the interpreter keeps every ordinary system call (files in its view, memory, time, threads),
-and these end the process with SIGSYS (``forbidden``):
+A classic BPF program, assembled here (no libseccomp needed), for x86-64 and aarch64. Below
+:data:`FIRST_UNKNOWN` it is a deny list: the interpreter keeps every ordinary system call (files
+in its view, memory, time, threads), and these end the process with SIGSYS (``forbidden``):
 
-* creating processes or running programs (``fork``, ``clone`` without ``CLONE_THREAD``, ``execve``);
-* reaching another process: ``ptrace``, ``process_vm_*``, every ``pidfd_*``, ``kill`` / ``tgkill``
-  / ``rt_sigqueueinfo`` to anyone but itself, ``prlimit`` / ``sched_set*`` on another process,
-  ``setpriority`` / ``ioprio_set`` (``os.nice``), ``F_SETOWN`` / ``FIOSETOWN`` (signals by I/O);
+* creating processes or running programs (``fork``, ``clone`` without ``CLONE_THREAD``,
+  ``execveat``, and every ``execve`` but one: the child's own into the fresh interpreter its program
+  runs in, whose path and argument vector must be exactly the child's, both pointers whole);
+* threads too, where the uid is shared (``RLIMIT_NPROC`` counts a uid's tasks, so it would be
+  everybody's limit at once: no cap but this one holds there);
+* reaching another process: ``ptrace``, ``process_vm_*``, every ``pidfd_*``, ``kcmp``, ``kill`` /
+  ``tgkill`` / ``rt_sigqueueinfo`` to anyone but itself, ``prlimit`` / ``sched_set*`` on another
+  process, ``setpriority`` / ``ioprio_set`` (``os.nice``), ``F_SETOWN`` / ``FIOSETOWN`` (signals by I/O);
+* seeing another process (whether it exists, what it does, a channel through what it sets on
+  itself): ``getpgid``, ``getsid``, ``sched_get*``, ``sched_rr_get_interval``, ``get_robust_list``
+  on anyone but itself; ``getpriority`` / ``ioprio_get`` but for itself (not a group, not a user);
+  a clock other than the fixed ones and its own CPU clock (another process's is ``~pid << 3``);
+  ``capget``, whose pid is in memory the filter cannot read, fails with EPERM for everyone;
 * leaving its namespaces or identity: ``mount`` and the new mount API, ``unshare``, ``setns``,
   ``chroot``, ``set*uid`` / ``set*gid``, ``setsid`` / ``setpgid``;
+* what tells of the machine or the view's making: ``statmount`` / ``listmount`` (the host paths
+  bound into the view), the ``lsm_*`` calls; ``sysinfo`` (load, memory, process count) fails with
+  ENOSYS instead (the C library's ``qsort`` asks for it, and the interpreter's start sorts);
+* symbolic links (``symlink``, ``symlinkat``): a link in its own folder would lead a path that
+  reads as inside to the outside (the audit hook compares paths as text);
 * kernel surfaces that have no use in a program and a history of exploits: ``bpf``,
   ``perf_event_open``, ``userfaultfd``, ``io_uring_*`` (it runs system calls seccomp does not
   see), keyrings, modules, ``kexec``, ``open_by_handle_at``, ``personality``,
@@ -18,12 +32,15 @@ and these end the process with SIGSYS (``forbidden``):
 * kernel objects counted per user or per machine, which one program could take for all: AIO
   contexts (``io_setup`` and the rest: ``fs.aio-max-nr`` is one count for the whole machine),
   inotify and fanotify instances and watches, keyrings, SysV IPC and POSIX message queues
-  (shared by every program of the batch too), pipe buffers (``F_SETPIPE_SZ``).
+  (shared by every program of the batch too), pipe buffers (``F_SETPIPE_SZ``); and the file
+  notifications that watch others' work: ``F_NOTIFY`` (dnotify) and ``F_SETLEASE``.
 
-``clone3`` fails with ENOSYS (its flags are in memory a filter cannot read; the C library then
-falls back to ``clone``, which is checked) and ``socket`` / ``socketpair`` with EACCES (the C
-library probes for the name service cache with a socket; an error, not a kill, keeps
-``getpass.getuser()`` and the like alive).
+Every call from :data:`FIRST_UNKNOWN` on (newer than this filter: ``mseal``, the ``*xattrat``
+calls, ``open_tree_attr``, ``file_getattr``, and whatever the kernel adds next) fails with ENOSYS,
+as on an older kernel: new calls are refused until they are looked at. ``clone3`` fails with
+ENOSYS (its flags are in memory a filter cannot read; the C library then falls back to ``clone``,
+which is checked) and ``socket`` / ``socketpair`` with EACCES (the C library probes for the name
+service cache with a socket; an error, not a kill, keeps ``getpass.getuser()`` and the like alive).
 """
 
 from __future__ import annotations

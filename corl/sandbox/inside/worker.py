@@ -8,8 +8,8 @@ first the settings, then one job per program; stdout gets one JSON line per prog
 ``{"i": index, "results": [[ok, output or error kind], ...]}``, as soon as its results are known.
 
 What keeps programs apart here: a job is read only when its program starts, and a child forgets
-the worker's records of the others before anything else, so no program holds another's source or
-results; each child has a pipe of its own, whose read end only the worker holds, read up to a cap
+the worker's records of the others before anything else, then becomes a fresh interpreter
+(:mod:`.child`), so no program holds another's source or results, not even in freed memory; each child has a pipe of its own, whose read end only the worker holds, read up to a cap
 (a flood is ``output_limit`` for that program alone) and read back only by :mod:`.lines`, which
 cannot fail on any bytes (a line that is not a result is ``bad_output`` for that program alone);
 the worker is not dumpable, so its /proc (its descriptors, its memory) is closed to the programs
