@@ -35,6 +35,9 @@ in its view, memory, time, threads), and these end the process with SIGSYS (``fo
   (shared by every program of the batch too), pipe buffers (``F_SETPIPE_SZ``); and the file
   notifications that watch others' work: ``F_NOTIFY`` (dnotify) and ``F_SETLEASE``.
 
+File locks (``flock``, ``fcntl``'s record locks) fail with ENOLCK: on a file of the view, which every
+program can open, a lock taken by one and seen by another is a signal that needs no clock.
+
 Every call from :data:`FIRST_UNKNOWN` on (newer than this filter: ``mseal``, the ``*xattrat``
 calls, ``open_tree_attr``, ``file_getattr``, and whatever the kernel adds next) fails with ENOSYS,
 as on an older kernel: new calls are refused until they are looked at. ``clone3`` fails with
@@ -51,7 +54,7 @@ import struct
 KILL = 0x80000000  # SECCOMP_RET_KILL_PROCESS
 ALLOW = 0x7FFF0000
 _ERRNO = 0x00050000
-_EPERM, _EACCES, _ENOSYS = 1, 13, 38
+_EPERM, _EACCES, _ENOLCK, _ENOSYS = 1, 13, 37, 38
 
 #: AUDIT_ARCH_* of each machine this filter knows, by ``os.uname().machine``
 ARCHES = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
@@ -100,6 +103,8 @@ _NR = {
     "lsm_set_self_attr": (460, 460), "lsm_list_modules": (461, 461),
     # symbolic links: a link in its own folder would make a path the hook reads as inside lead outside
     "symlink": (88, None), "symlinkat": (266, 36),
+    # file locks: on the files every program can open (the view), a lock is a signal to a sibling
+    "flock": (73, 32),
 }
 
 _KILLED = (
@@ -140,6 +145,8 @@ _CPUCLOCK_SELF, _CPUCLOCK_ZERO = "cpuclock", 0xFFFFFFF8  # (~pid << 3), (~0 << 3
 #: F_SETPIPE_SZ: pipe buffers, counted per user; F_SETLEASE and F_NOTIFY (dnotify): told when anyone
 #: else opens or changes a file or folder
 _FCNTL_KILLED = (8, 10, 15, 1031, 1024, 1026)
+#: F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW: record locks, which fail (ENOLCK)
+_FCNTL_LOCKS = (5, 6, 7, 36, 37, 38)
 #: TIOCSPGRP, TIOCSTI (typing into a terminal), TIOCLINUX, TIOCCONS (the console's output), TIOCSETD (line
 #: disciplines), FIOSETOWN, SIOCSPGRP
 _IOCTL_KILLED = (0x5410, 0x5412, 0x541C, 0x541D, 0x5423, 0x8901, 0x8902)
@@ -209,7 +216,9 @@ def _template(machine: str, execs: bool, threads: bool) -> list[tuple]:
         # the C library's qsort asks for the memory size (the interpreter's start sorts tables), and
         # reads no error: a kill would end every program; an error leaves it the struct it passed
         "sysinfo": [_ret(_ERRNO | _ENOSYS)],
-        "fcntl": [(_LOAD, _NEXT, _NEXT, _arg(1))] + [(_JEQ, "kill", _NEXT, c) for c in _FCNTL_KILLED] + [_ret(ALLOW)],
+        "fcntl": [(_LOAD, _NEXT, _NEXT, _arg(1))] + [(_JEQ, "kill", _NEXT, c) for c in _FCNTL_KILLED]
+        + [(_JEQ, "no lock", _NEXT, c) for c in _FCNTL_LOCKS] + [_ret(ALLOW)],
+        "flock": [_ret(_ERRNO | _ENOLCK)],
         "ioctl": [(_LOAD, _NEXT, _NEXT, _arg(1))] + [(_JEQ, "kill", _NEXT, c) for c in _IOCTL_KILLED] + [_ret(ALLOW)],
     }
     code: list[tuple] = [(_LOAD, _NEXT, _NEXT, _ARCH_AT), (_JEQ, _NEXT, "kill", ARCHES[machine]),
@@ -227,8 +236,8 @@ def _template(machine: str, execs: bool, threads: bool) -> list[tuple]:
     for name, block in blocks.items():
         if name in nr:
             code += [("label", f"call {name}"), *block]
-    return code + [("label", "unknown"), _ret(_ERRNO | _ENOSYS), ("label", "allow"), _ret(ALLOW), ("label", "kill"),
-                   _ret(KILL)]  # BPF jumps only forward
+    return code + [("label", "unknown"), _ret(_ERRNO | _ENOSYS), ("label", "no lock"), _ret(_ERRNO | _ENOLCK),
+                   ("label", "allow"), _ret(ALLOW), ("label", "kill"), _ret(KILL)]  # BPF jumps only forward
 
 
 def _assemble(code: list[tuple]) -> tuple[bytes, dict[str, list[int]]]:

@@ -237,6 +237,19 @@ def test_no_file_notification_or_lease(isolate):
     assert refused(_bare(isolate), "import fcntl, os", NOTIFY) == {}
 
 
+LOCKS = [  # a lock one program takes on a file of the view, which another sees: a signal with no clock
+    "fcntl.flock(os.open(os.__file__, os.O_RDONLY), fcntl.LOCK_SH | fcntl.LOCK_NB)",
+    "fcntl.lockf(os.open(os.__file__, os.O_RDONLY), fcntl.LOCK_SH | fcntl.LOCK_NB)",
+    "fcntl.fcntl(os.open(os.__file__, os.O_RDONLY), 36, bytes(32))",  # F_OFD_GETLK: another's lock
+]
+
+
+@pytest.mark.parametrize("call", LOCKS)
+def test_no_file_lock_to_signal_with(call):
+    source = f"import fcntl, os\ndef f(x):\n    return {call}"
+    assert run_hostile(source, _bare(True)).error == "crash:OSError", call
+
+
 def test_the_machines_load_and_process_count_stay_unknown(isolate):
     source = f"""{LIBC}
 def f(x):
