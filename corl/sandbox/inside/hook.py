@@ -55,7 +55,9 @@ FORBIDDEN_EVENTS = frozenset({
     # a symbolic link in its own folder would make a path that reads as inside (``link/../..``) lead
     # outside: the paths below are compared as text, which is exact only where no link can be made
     # (the seccomp filter refuses symlink and symlinkat too)
-    "os.symlink"})
+    "os.symlink",
+    # a shared object loaded as an SQLite extension: native code, as ctypes would be
+    "sqlite3.enable_load_extension", "sqlite3.load_extension"})
 FORBIDDEN_EVENT_PREFIXES = ("socket.", "ctypes.", "subprocess.", "cpython.remote")
 #: attributes whose replacement would change what a function does (refused on any function)
 FORBIDDEN_SETATTR = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
