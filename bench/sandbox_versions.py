@@ -7,8 +7,13 @@ Each version runs in a long-lived process of its own (``PYTHONPATH`` = its tree)
 ``Sandbox.run`` per request; the two take turns (old, new, then new, old, ...) so that both see the
 same load, and each pair gives the ratio of the new time to the old. Prints, per configuration and
 batch size, the median time of each and the median (range) of the ratios, with the load average
-at the start and the end (on a shared machine only the ratios mean much), and the CPU time (user
-and system, of the worker and every child) per program, which the load moves far less.
+at the start and the end: on a shared machine only the ratios mean much.
+
+Then the CPU time (user and system) of what each version does per program besides the program:
+a fork of the worker (the old child ran the program in it) and, in the new, the start of the fresh
+interpreter the child becomes (``python -s -S -P -c "from inside.program import main"``), each
+waited for, so the load moves it far less than a wall clock. (The sandbox's own CPU cannot be read
+from outside: the parent kills the worker, unreaped children and all, once it has every line.)
 """
 
 from __future__ import annotations
@@ -16,13 +21,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 _SERVE = r"""
-import json, resource, sys, time, warnings
+import json, sys, time, warnings
 warnings.simplefilter("ignore")
 from corl.sandbox import Program, Sandbox
 for line in sys.stdin:
@@ -32,14 +38,10 @@ for line in sys.stdin:
     else:
         batch = [Program(f"def f(n):\n    return sum(range(n)) + {i}", ((0,), (1,), (2,), (3,)), mode="function")
                  for i in range(size)]
-    def cpu():
-        used = resource.getrusage(resource.RUSAGE_CHILDREN)  # the worker and its children, once reaped
-        return used.ru_utime + used.ru_stime
-    start, cpu_start = time.perf_counter(), cpu()
+    start = time.perf_counter()
     results = Sandbox(isolate=isolate).run(batch)
     elapsed = time.perf_counter() - start
-    time.sleep(0.2)  # the sandbox's teardown: the worker is reaped by then
-    print(json.dumps([elapsed, sum(not o.ok for row in results for o in row), cpu() - cpu_start]), flush=True)
+    print(json.dumps([elapsed, sum(not o.ok for row in results for o in row)]), flush=True)
 """
 
 
@@ -49,7 +51,7 @@ def _start(tree: str) -> subprocess.Popen:
                             text=True)
 
 
-def _time(proc: subprocess.Popen, request) -> tuple[float, int, float]:
+def _time(proc: subprocess.Popen, request) -> tuple[float, int]:
     proc.stdin.write(json.dumps(request) + "\n")
     proc.stdin.flush()
     return tuple(json.loads(proc.stdout.readline()))
@@ -57,6 +59,28 @@ def _time(proc: subprocess.Popen, request) -> tuple[float, int, float]:
 
 def _load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg()[:1])
+
+
+def _cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def startup_cpu(tree: str, starts: int = 40) -> tuple[float, float]:
+    """CPU ms per fork of an interpreter that has imported the sandbox's inside package (what a
+    child cost before), and per start of the fresh interpreter a program runs in (what it adds)."""
+    inside = str(Path(tree) / "corl" / "sandbox")
+    fork = ("import os, sys, time; sys.path.insert(0, %r); import inside.worker, inside.child\n"
+            "start = time.process_time()\nfor _ in range(%d):\n    pid = os.fork()\n"
+            "    if pid == 0: os._exit(0)\n    os.waitpid(pid, 0)\n" % (inside, starts))
+    before = _cpu()
+    subprocess.run([sys.executable, "-s", "-S", "-P", "-c", fork], check=True)
+    per_fork = (_cpu() - before) / starts  # the parent's imports included: an upper bound
+    before = _cpu()
+    for _ in range(starts):
+        subprocess.run([sys.executable, "-s", "-S", "-P", "-c", "from inside.program import main"],
+                       env={"PYTHONPATH": inside, "PYTHONHASHSEED": "0"}, check=True)
+    return 1000 * per_fork, 1000 * (_cpu() - before) / starts
 
 
 def main() -> None:
@@ -70,9 +94,8 @@ def main() -> None:
     args = parser.parse_args()
     old, new = _start(args.old), _start(args.new)
     print(f"{os.cpu_count()} CPUs; old {args.old}, new {args.new}; {args.pairs} pairs per row")
-    print("| configuration | batch | old | new | new / old time, median (range) | CPU per program old / new "
-          "| load | failed old/new |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| configuration | batch | old | new | new / old time, median (range) | load | failed old/new |")
+    print("|---|---|---|---|---|---|---|")
     try:
         for isolate in [{"true": True, "false": False}.get(i, i) for i in args.isolate.split(",")]:
             for size in (int(s) for s in args.sizes.split(",")):
@@ -80,26 +103,26 @@ def main() -> None:
                 for proc in (old, new):  # probe and warm up
                     _time(proc, request)
                 start, ratios, times, failed = _load(), [], {"old": [], "new": []}, {"old": 0, "new": 0}
-                cpus = {"old": [], "new": []}
                 for pair in range(args.pairs):
                     order = (("old", old), ("new", new)) if pair % 2 == 0 else (("new", new), ("old", old))
                     got = {}
                     for name, proc in order:
-                        got[name], bad, used = _time(proc, request)
+                        got[name], bad = _time(proc, request)
                         times[name].append(got[name])
-                        cpus[name].append(1000 * used / size)
                         failed[name] += bad
                     ratios.append(got["new"] / got["old"])
                 cell = {name: (f"{1000 * statistics.median(t):.0f} ms" if size == 1
                                else f"{size / statistics.median(t):.0f}/s") for name, t in times.items()}
                 print(f"| isolate={isolate} | {size} {args.mode}s | {cell['old']} | {cell['new']} | "
                       f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) | "
-                      f"{statistics.median(cpus['old']):.1f} / {statistics.median(cpus['new']):.1f} ms | "
                       f"{start} -> {_load()} | {failed['old']}/{failed['new']} |", flush=True)
     finally:
         for proc in (old, new):
             proc.stdin.close()
             proc.wait()
+    fork, start = startup_cpu(args.new)
+    print(f"\nCPU per program besides the program: a fork {fork:.1f} ms (at most); the new fresh interpreter's "
+          f"start {start:.1f} ms more; load average {_load()}")
 
 
 if __name__ == "__main__":

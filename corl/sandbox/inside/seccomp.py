@@ -36,7 +36,8 @@ in its view, memory, time, threads), and these end the process with SIGSYS (``fo
   notifications that watch others' work: ``F_NOTIFY`` (dnotify) and ``F_SETLEASE``.
 
 File locks (``flock``, ``fcntl``'s record locks) fail with ENOLCK: on a file of the view, which every
-program can open, a lock taken by one and seen by another is a signal that needs no clock.
+program can open, a lock taken by one and seen by another is a signal that needs no clock; for the
+same reason ``cachestat`` (which pages of a file are cached) ends the process.
 
 Every call from :data:`FIRST_UNKNOWN` on (newer than this filter: ``mseal``, the ``*xattrat``
 calls, ``open_tree_attr``, ``file_getattr``, and whatever the kernel adds next) fails with ENOSYS,
@@ -105,6 +106,8 @@ _NR = {
     "symlink": (88, None), "symlinkat": (266, 36),
     # file locks: on the files every program can open (the view), a lock is a signal to a sibling
     "flock": (73, 32),
+    # which pages of a file are cached: whether a sibling read a file of the view, no clock needed
+    "cachestat": (451, 451),
 }
 
 _KILLED = (
@@ -122,7 +125,7 @@ _KILLED = (
     "move_pages", "vhangup", "fanotify_init", "fanotify_mark", "io_setup", "io_destroy", "io_submit", "io_cancel",
     "io_getevents", "io_pgetevents", "inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
     "lookup_dcookie", "personality", "_sysctl", "statmount", "listmount", "lsm_get_self_attr",
-    "lsm_set_self_attr", "lsm_list_modules", "symlink", "symlinkat",
+    "lsm_set_self_attr", "lsm_list_modules", "symlink", "symlinkat", "cachestat",
 )
 #: system calls from this number on (x86-64 and aarch64 number them alike since 424) are newer than this
 #: filter (mseal, the *xattrat calls, open_tree_attr, file_getattr, ...): they fail with ENOSYS, as on an
