@@ -334,3 +334,11 @@ def _hash_seed_zero(text: str) -> int:
     import sys
     return int(subprocess.run([sys.executable, "-c", f"print(hash({text!r}))"], env={"PYTHONHASHSEED": "0"},
                               capture_output=True, text=True, check=True).stdout)
+
+
+def test_where_a_sibling_could_open_its_proc_the_program_stays_in_the_forked_child():
+    # a uid shared with its siblings and a /proc in view: the execve would make it dumpable, and a
+    # sibling could open its /proc/<pid>/mem, so it runs in the forked child (the documented exception)
+    source = "import os, sys\ndef f(x):\n    return x + 1, 'inside.kernel' in sys.modules, os.path.isdir('/proc/self')"
+    shared = Sandbox(ROOMY, isolate=False, without=("view", "uid"))
+    assert shared.run([Program(source, ((1,),), mode="function")])[0][0].output == "(2, True, True)"
