@@ -86,8 +86,10 @@ def confine(settings: dict, index: int, channel: int, layers: set | None = None,
         os.dup2(channel, program.RESULT_FD)
     os.set_inheritable(program.RESULT_FD, True)  # through the execve
     if job is not None:
-        held = os.memfd_create("job", 0)
-        os.write(held, job)  # a memfd holds any size, and it is read from the start
+        held = os.memfd_create("job", 0)  # a memfd holds any size, and it is read from the start
+        written = 0
+        while written < len(job):
+            written += os.write(held, job[written:])
         os.lseek(held, 0, os.SEEK_SET)
         os.dup2(held, program.JOB_FD)
     os.closerange(program.RESULT_FD + 1 + (job is not None), 1 << 20)
@@ -119,7 +121,7 @@ def confine(settings: dict, index: int, channel: int, layers: set | None = None,
     # write any memory, the hook's included. Its execve makes it dumpable again, which matters only
     # where another program of its uid could open its /proc/<pid>/mem: so not where its uid is shared
     # and a /proc is in view; there it runs in this process, which stays not dumpable.
-    start = None
+    start = execve = None
     if boot is not None and (uid is not None or not os.path.isdir("/proc/self")):
         top = "/sandbox" if settings.get("viewed") else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = {name: os.environ[name] for name in ("PATH", "LANG", "PYTHONHASHSEED") if name in os.environ}
@@ -127,8 +129,7 @@ def confine(settings: dict, index: int, channel: int, layers: set | None = None,
         python = sys.executable
         execve, start = kernel.prepare_exec(python, [python, "-s", "-S", "-P", "-c", boot], env)
     if "seccomp" in layers:
-        kernel.seccomp(seccomp.program(os.uname().machine, os.getpid(), execve if start else None,
-                                       threads=uid is not None))
+        kernel.seccomp(seccomp.program(os.uname().machine, os.getpid(), execve, threads=uid is not None))
     if start is None:
         kernel.forget()  # a program's `import ctypes` is an import again, which the hook refuses
     return folder, start
@@ -139,8 +140,9 @@ def _limit(limits: dict, threads: bool, own_uid: bool) -> None:
     memory = int(limits["memory_mb"]) * 2**20
     files = int(limits["file_mb"] * 2**20)
     values = [(resource.RLIMIT_CPU, (cpu, cpu + 1)), (resource.RLIMIT_AS, (memory, memory)),
+              (resource.RLIMIT_FSIZE, (files, files)),
               # 1, not 0: the kernel refuses a core of 1 byte, and (unlike 0) a core piped to a helper too
-              (resource.RLIMIT_FSIZE, (files, files)), (resource.RLIMIT_CORE, (1, 1)),
+              (resource.RLIMIT_CORE, (1, 1)),
               (resource.RLIMIT_NOFILE, (64, 64)), (resource.RLIMIT_MEMLOCK, (0, 0)),
               # queued real-time signals count per uid: where the uid is shared, one program must not take them all
               (resource.RLIMIT_SIGPENDING, (64, 64))]
