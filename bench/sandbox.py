@@ -3,10 +3,11 @@ every layer, then with one layer left out at a time, side by side in one run.
 
     python bench/sandbox.py [--sizes 1,16,64,256] [--inputs 4] [--repeat 3] [--mode expression]
 
-Each batch is one ``Sandbox.run`` call (one worker process, one forked child per program) of
-distinct programs, each run on ``--inputs`` inputs: expressions of ``x`` (what the zoo models
-write) or ``def f(n)`` functions (what real models write). Prints the median over ``--repeat``
-runs; the batch of 1 is the latency of one program, the worker's start included. The rows:
+Each batch is one ``Sandbox.run`` call (one worker process, one forked child per program, which
+becomes a fresh interpreter) of distinct programs, each run on ``--inputs`` inputs: expressions
+of ``x`` (what the zoo models write) or ``def f(n)`` functions (what real models write). Prints
+the median over ``--repeat`` runs; the batch of 1 is the latency of one program, the worker's
+start included. The rows:
 
 * ``all``: every layer this machine allows (:func:`corl.sandbox.isolation`);
 * ``-<layer>``: the same without one child layer (``Sandbox(without=...)``);

@@ -43,6 +43,8 @@ import attrs
 HOST_UIDS = (1_800_000_000, 65536)
 _INSIDE = Path(__file__).with_name("inside")
 _BOOT = "from inside.worker import main; main()"
+#: where the view holds the sandbox's own code (what the worker and the programs import as ``inside``)
+_VIEWED_INSIDE = "/sandbox/inside"
 #: the batch's folder inside the view (each program's own tmpfs goes on it): a path no host file is under
 _FOLDER = "/sandbox/work"
 _FOLDER_BYTES = 64 * 2**20
@@ -187,7 +189,7 @@ def _view() -> tuple[tuple[str, str, str], ...]:
             entries.append(("bind", path, path))
     if os.path.isfile("/etc/ld.so.cache"):
         entries.append(("bind", "/etc/ld.so.cache", "/etc/ld.so.cache"))
-    entries.append(("bind", str(_INSIDE), "/sandbox/inside"))
+    entries.append(("bind", str(_INSIDE), _VIEWED_INSIDE))
     entries += [("device", f"/dev/{name}", f"/dev/{name}") for name in _DEVICES]
     return tuple(entries)
 
@@ -271,7 +273,9 @@ def _probe(plan: Plan) -> tuple[str, ...] | None:
 @functools.cache
 def plan(isolate: bool | str = True) -> Plan:
     """The best plan that works here (probed once per process), with the layers it gives."""
-    compileall.compile_dir(_INSIDE, quiet=2)  # the worker cannot write its bytecode (read-only), so here
+    # the worker cannot write its bytecode (read-only), so here; named as the view names the files, so
+    # that no .pyc a program reads holds the host's checkout path
+    compileall.compile_dir(_INSIDE, quiet=2, ddir=_VIEWED_INSIDE, force=True)
     for candidate in _plans(isolate):
         layers = _probe(candidate)
         if layers is not None:

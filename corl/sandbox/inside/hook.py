@@ -9,13 +9,22 @@ where the kernel would give a crash or an error code further on.
 It runs none of a program's code: it reads a value a program passed in (a module name, a path, an
 attribute name) only when its type is exactly ``str``, ``bytes`` or ``int``, and refuses any other
 (a ``str`` subclass could lie in ``split``, ``startswith`` or ``__eq__``; a path-like object's
-``__fspath__`` could name one file to the hook and another to ``open``). It cannot be patched from
-inside: everything it reads is bound into its own default arguments (frozensets, tuples, strings,
-built-in functions and types), so it looks up no module global, no builtin and no closure cell that
-a program could reach through ``sys.modules``, ``object.__subclasses__()`` or ``__globals__``;
-replacing a function's ``__code__`` or defaults is itself refused, as are ``gc``'s object walks,
-crafting code objects and new interpreters (a subinterpreter would start without this hook). A
-refusal ends the process at once (exit status :data:`FORBIDDEN_EXIT`), so catching it hides nothing.
+``__fspath__`` could name one file to the hook and another to ``open``). Paths are compared as
+text, normalised (``..`` taken off): exact because no symbolic link can be made (``os.symlink`` is
+refused here and by the seccomp filter), and a program's folder is a fresh one.
+
+What it reads cannot be changed from Python: everything is bound into its own default arguments
+(frozensets, tuples, strings, built-in functions and types), so it looks up no module global, no
+builtin and no closure cell that a program could reach through ``sys.modules``,
+``object.__subclasses__()`` or ``__globals__``; replacing a function's ``__code__`` or defaults is
+itself refused, as are ``gc``'s object walks, crafting code objects and new interpreters (a
+subinterpreter would start without this hook). Those frozensets and tuples can only be rewritten in
+memory, and the interpreter a program runs in has nothing loaded that writes memory: it is a fresh
+one (:mod:`.program`), exec'd by the child after its layers went on, that never imported ctypes
+(whose C types, once loaded, stay reachable through ``object.__subclasses__()`` and write anywhere).
+(The one exception: a program whose uid is shared and that has a /proc in view runs in the forked
+child, which stays not dumpable; there ctypes' types are loaded: :mod:`.child`.) What is left is a
+memory-safety bug in CPython itself; past that, the kernel's layers hold. A refusal ends the process at once (exit status :data:`FORBIDDEN_EXIT`), so catching it hides nothing.
 """
 
 from __future__ import annotations
@@ -42,14 +51,20 @@ FORBIDDEN_EVENTS = frozenset({
     "signal.pthread_kill", "subprocess.Popen", "os.chdir", "os.chroot", "os.setuid", "os.putenv", "os.unsetenv",
     "pty.spawn", "sys.addaudithook", "os.startfile", "webbrowser.open", "urllib.Request", "resource.setrlimit",
     "resource.prlimit", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "code.__new__",
-    "sys._current_frames", "sys.remote_exec", "cpython.PyInterpreterState_New", "mmap.__new__"})
+    "sys._current_frames", "sys.remote_exec", "cpython.PyInterpreterState_New", "mmap.__new__",
+    # a symbolic link in its own folder would make a path that reads as inside (``link/../..``) lead
+    # outside: the paths below are compared as text, which is exact only where no link can be made
+    # (the seccomp filter refuses symlink and symlinkat too)
+    "os.symlink",
+    # a shared object loaded as an SQLite extension: native code, as ctypes would be
+    "sqlite3.enable_load_extension", "sqlite3.load_extension"})
 FORBIDDEN_EVENT_PREFIXES = ("socket.", "ctypes.", "subprocess.", "cpython.remote")
 #: attributes whose replacement would change what a function does (refused on any function)
 FORBIDDEN_SETATTR = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
 #: audit events on paths that change something: (event, indices of path arguments, indices of dir_fd arguments)
 PATH_EVENTS = (
     ("os.remove", (0,), (1,)), ("os.rmdir", (0,), (1,)), ("os.mkdir", (0,), (2,)), ("os.rename", (0, 1), (2, 3)),
-    ("os.link", (0, 1), (2, 3)), ("os.symlink", (0, 1), (2,)), ("os.chmod", (0,), (2,)), ("os.chown", (0,), (3,)),
+    ("os.link", (0, 1), (2, 3)), ("os.chmod", (0,), (2,)), ("os.chown", (0,), (3,)),
     ("os.utime", (0,), (3,)), ("os.mknod", (0,), (3,)), ("os.mkfifo", (0,), (2,)), ("os.truncate", (0,), ()),
     ("os.setxattr", (0,), ()), ("os.removexattr", (0,), ()), ("os.chflags", (0,), ()), ("os.lchflags", (0,), ()),
     ("shutil.rmtree", (0,), (1,)), ("shutil.copyfile", (0, 1), ()), ("shutil.copymode", (0, 1), ()),

@@ -1,8 +1,9 @@
 """The few system calls the standard library of Python 3.11 does not offer (prctl, unshare, mount,
 pivot_root, sethostname, capset, seccomp), through ctypes. Used by the worker and by each child
-before its program runs, never by a program: :func:`forget` drops the ready-made native handles
-first, the hook refuses ``import ctypes`` and audits ``dlopen`` / ``dlsym``, and the kernel checks
-whatever gets past (ctypes stays loaded in the process: docs/how-to/code-tasks.md says what that leaves).
+before its program runs, never by a program: the child's last act is an execve into a fresh
+interpreter that never loads this module (:mod:`.child`, :func:`prepare_exec`). Where a program
+runs in the forked child itself (a shared uid with a /proc in view), :func:`forget` drops the
+ready-made native handles first (docs/how-to/code-tasks.md says what that leaves).
 """
 
 from __future__ import annotations
@@ -119,14 +120,33 @@ def drop_capabilities() -> None:
 
 
 def forget() -> None:
-    """Before a program runs in this process: the ctypes package's own names dropped (``cast``,
-    ``memmove``, ``CFUNCTYPE``, ``CDLL``: native memory and calls that no audit event announces), so
-    that no module a program finds (``sys.modules``, a function's ``__globals__``) hands it one."""
+    """Before a program runs in this process (only where it cannot get a fresh one: :mod:`.child`):
+    the ctypes package's own names dropped (``cast``, ``memmove``, ``CFUNCTYPE``, ``CDLL``), so that no
+    module a program finds (``sys.modules``, a function's ``__globals__``) hands it one. Its C types
+    stay loaded all the same: :mod:`.child` says what that leaves."""
     _functions.clear()
     for name in [m for m in sys.modules if m == "ctypes" or m.startswith(("ctypes.", "_ctypes"))]:
         module = sys.modules.pop(name)
         if not name.startswith("_"):  # the Python package; _ctypes's own dict is the C module's
             vars(module).clear()
+
+
+def prepare_exec(path: str, argv: list[str], env: dict[str, str]):
+    """The execve that turns this process into a fresh interpreter, ready to call: returns the
+    addresses of its path and argument vector (the seccomp filter allows an execve with exactly
+    those, :func:`.seccomp.program`) and the function that makes it (it returns only by raising)."""
+    execve = _libc["execve"]  # resolved now: nothing is looked up between the filter and the call
+    execve.restype = ctypes.c_int
+    where = ctypes.create_string_buffer(os.fsencode(path))
+    args = (ctypes.c_char_p * (len(argv) + 1))(*(os.fsencode(a) for a in argv), None)
+    envs = (ctypes.c_char_p * (len(env) + 1))(*(f"{k}={v}".encode() for k, v in env.items()), None)
+
+    def call():
+        execve(where, args, envs)
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"execve: {os.strerror(errno)}")
+
+    return (ctypes.addressof(where), ctypes.addressof(args)), call
 
 
 def seccomp(program: bytes) -> None:

@@ -8,8 +8,8 @@ first the settings, then one job per program; stdout gets one JSON line per prog
 ``{"i": index, "results": [[ok, output or error kind], ...]}``, as soon as its results are known.
 
 What keeps programs apart here: a job is read only when its program starts, and a child forgets
-the worker's records of the others before anything else, so no program holds another's source or
-results; each child has a pipe of its own, whose read end only the worker holds, read up to a cap
+the worker's records of the others before anything else, then becomes a fresh interpreter
+(:mod:`.child`), so no program holds another's source or results, not even in freed memory; each child has a pipe of its own, whose read end only the worker holds, read up to a cap
 (a flood is ``output_limit`` for that program alone) and read back only by :mod:`.lines`, which
 cannot fail on any bytes (a line that is not a result is ``bad_output`` for that program alone);
 the worker is not dumpable, so its /proc (its descriptors, its memory) is closed to the programs
@@ -218,9 +218,13 @@ def probe(settings: dict) -> list[str]:
             trial = os.fork()  # each layer in a fresh copy of this process, on top of those that held
             if trial == 0:
                 try:
-                    child.confine({**settings, "layers": held + [layer]}, 0, write, held + [layer])
                     # a uid that cannot read the standard library (Python installed under /root, say)
-                    # would break every program that imports a module: then programs keep the worker's
+                    # would break every program that imports a module: then programs keep the worker's;
+                    # and the fresh interpreter a program runs in must start under the layer
+                    _, start = child.confine({**settings, "layers": held + [layer]}, 0, write, held + [layer],
+                                             boot=child._PROBE)
+                    if start is not None:
+                        start()  # exits 0 when the fresh interpreter can read its library
                     os._exit(0 if os.access(os.path.dirname(os.__file__), os.R_OK | os.X_OK) else 1)
                 except BaseException:  # noqa: BLE001
                     os._exit(1)

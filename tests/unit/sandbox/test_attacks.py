@@ -120,7 +120,7 @@ def test_root_shell_through_an_aliased_import(tmp_path, trick, hook, outer):
 
 
 def test_the_workers_own_native_handle_is_no_way_in(tmp_path):
-    # the worker's ctypes handle on the C library, found through sys.modules: a ctypes call is refused
+    # the worker's ctypes handle on the C library, looked for through sys.modules: not there at all
     marker = tmp_path / "pwned"
     outcome = run_hostile(f"""
         import sys
@@ -129,8 +129,9 @@ def test_the_workers_own_native_handle_is_no_way_in(tmp_path):
                 libc = getattr(module, "_libc", None)
                 if libc is not None:
                     return libc.system(b"touch {marker}")
+            return "no handle"
     """)
-    assert outcome.error == "forbidden"
+    assert outcome.output == "'no handle'"  # the program runs in a fresh interpreter, which never loaded ctypes
     assert not marker.exists()
 
 

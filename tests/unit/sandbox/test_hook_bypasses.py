@@ -71,7 +71,7 @@ def f(x):
     ctypes = next(getattr(m, "ctypes") for m in list(sys.modules.values()) if hasattr(m, "ctypes"))
     cast, pointer = ctypes.cast, ctypes.POINTER(ctypes.c_char)  # memory, with no audit event
     THEN
-""", "return cast(id(x), pointer)[0]", "crash:AttributeError", "crash:AttributeError"),  # emptied first
+""", "return cast(id(x), pointer)[0]", "crash:StopIteration", "crash:StopIteration"),  # a fresh interpreter: none
     "the worker's own libc handle, already resolved": ("""
 import sys
 def f(x):
@@ -79,7 +79,7 @@ def f(x):
     libc.syscall(39 if __import__("os").uname().machine == "x86_64" else 172)  # getpid
     THEN
 """, "return libc.syscall(206 if __import__('os').uname().machine == 'x86_64' else 0, 65536, 0)",
-        "forbidden", "forbidden"),
+        "crash:StopIteration", "crash:StopIteration"),  # the program's interpreter never had one
     "/proc through a str subclass whose startswith lies": (LIAR + """
 def f(x):
     data = open(Name("/proc/1/status")).read()
