@@ -12,6 +12,7 @@ one broken package never breaks every command.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import importlib.metadata
 import os
@@ -24,7 +25,7 @@ import pluggy
 
 from corl import hookspecs
 from corl.errors import ConfigError, CorlError, PluginError
-from corl.protocols import traits
+from corl.traits import traits
 
 #: Built-in plugin modules, registered exactly like third-party plugins.
 BUILTIN_PLUGINS = (
@@ -50,11 +51,6 @@ ENTRY_POINT_GROUP = "corl"
 AUTOLOAD_ENV = "CORL_DISABLE_PLUGIN_AUTOLOAD"
 ALLOW_ENV = "CORL_PLUGINS"
 
-#: An alias of :data:`corl.hookspecs.hookimpl` (the marker lives beside the specs), kept for plugins
-#: that import it from here.
-hookimpl = hookspecs.hookimpl
-
-
 @attrs.frozen
 class Component:
     kind: str
@@ -63,7 +59,13 @@ class Component:
     config_cls: type
     plugin: str
     help: str = ""
-    traits: Any = None  # the factory's declared traits (corl.protocols.TRAITS), for kinds that have them
+    traits: Any = None  # the factory's declared traits (corl.traits.TRAITS), for kinds that have them
+    qualifier: str | None = None  # its distribution (``corl`` for a built-in); None: a plugin object passed in
+
+    @property
+    def qualified(self) -> str:
+        """The name a recipe can always use, ``<distribution>:<name>`` (the bare name for a plugin object)."""
+        return f"{self.qualifier}:{self.name}" if self.qualifier else self.name
 
 
 @attrs.frozen
@@ -74,14 +76,30 @@ class Section:
     help: str = ""
 
 
+#: how a recipe names a built-in unambiguously (``corl:majority``); a distribution's components go by
+#: its name (``corl-gspo:agreement``)
+BUILTIN_QUALIFIER = "corl"
+
+
 class Registry:
     """Component factories by kind and name, and plugin-owned recipe sections, filled by
-    ``corl_register_components`` (the :class:`corl.protocols.RegistryView` a plugin is handed)."""
+    ``corl_register_components`` (the :class:`corl.context.RegistryView` a plugin is handed).
+
+    Every component of a built-in or of a plugin distribution also answers to its qualified name,
+    ``<distribution>:<name>`` (``corl:reliability``, ``corl-gspo:reliability``). When a distribution
+    registers a name a built-in or another distribution already has, both stay loaded and the bare
+    name becomes ambiguous: ``corl plugins`` lists the clash, and a recipe that uses the bare name is
+    told, at its key, the qualified names to choose from. A plugin object passed in by the caller (not
+    a distribution) that reuses a name is refused, as is a plugin registering one name twice."""
 
     def __init__(self) -> None:
-        self._items: dict[tuple[str, str], Component] = {}
+        self._items: dict[tuple[str, str], Component] = {}  # unambiguous bare names
+        self._qualified: dict[tuple[str, str], Component] = {}  # "<distribution>:<name>"
+        self._all: list[Component] = []
+        self.clashes: dict[tuple[str, str], list[Component]] = {}  # ambiguous bare names -> their components
         self._sections: dict[str, Section] = {}
         self.current_plugin = "?"
+        self.current_qualifier: str | None = None  # the distribution the current plugin belongs to
         self.failed: dict[str, str] = {}  # plugin -> why it was skipped (import or registration error)
         self.external: set[str] = set()  # plugins loaded through entry points (by the names messages use)
         self._said: set[str] = set()  # failed plugins whose reason a message already gave
@@ -90,23 +108,36 @@ class Registry:
         who = f"plugin {self.current_plugin}"
         if kind not in KINDS:
             raise PluginError(f"{who}: unknown component kind {kind!r}; kinds: {', '.join(KINDS)}")
-        if not isinstance(name, str) or not name:
-            raise PluginError(f"{who}: a {kind} needs a non-empty string name, got {name!r}")
+        if not isinstance(name, str) or not name or ":" in name:
+            raise PluginError(f"{who}: a {kind} needs a non-empty string name without ':', got {name!r}")
         if not callable(factory):
             raise PluginError(f"{who}: the factory of {kind} {name!r} is not callable: {factory!r}")
         if not attrs.has(config_cls):
             raise PluginError(f"{who}: config of {kind} {name!r} must be an attrs class")
-        if (kind, name) in self._items:
-            other = self._items[kind, name].plugin
-            hint = (f" (an installed distribution, loaded through its entry point; to test another copy of it, "
-                    f"load only the plugins you pass: corl.testing.run_tiny does by default, or set "
-                    f"{AUTOLOAD_ENV}=1)" if other in self.external and self.current_plugin not in self.external else "")
-            raise PluginError(f"{who}: {kind} {name!r} is already registered by {other}{hint}")
         try:
             declared = traits(kind, factory)
         except TypeError as exc:
             raise PluginError(f"{who}: {kind} {name!r}: {exc}") from None
-        self._items[kind, name] = Component(kind, name, factory, config_cls, self.current_plugin, help, declared)
+        component = Component(kind, name, factory, config_cls, self.current_plugin, help, declared,
+                              self.current_qualifier)
+        others = self.clashes.get((kind, name)) or ([self._items[kind, name]] if (kind, name) in self._items else [])
+        if others:
+            mine = [c for c in others if c.plugin == self.current_plugin]
+            if mine or component.qualifier is None or any(c.qualifier is None for c in others) \
+                    or component.qualifier == BUILTIN_QUALIFIER == others[0].qualifier:
+                other = (mine or others)[0].plugin
+                hint = (f" (an installed distribution, loaded through its entry point; to test another copy of it, "
+                        f"load only the plugins you pass: corl.testing.run_tiny does by default, or set "
+                        f"{AUTOLOAD_ENV}=1)" if other in self.external and self.current_plugin not in self.external
+                        else "")
+                raise PluginError(f"{who}: {kind} {name!r} is already registered by {other}{hint}")
+            self._items.pop((kind, name), None)  # two distributions (or one and corl): the bare name is ambiguous
+            self.clashes[kind, name] = [*others, component]
+        else:
+            self._items[kind, name] = component
+        if component.qualifier is not None:
+            self._qualified[kind, component.qualified] = component
+        self._all.append(component)
 
     def add_section(self, name: str, config_cls: type, help: str = "") -> None:
         """Declare top-level recipe section ``[name]``, validated against ``config_cls`` (its
@@ -121,16 +152,33 @@ class Registry:
         self._sections[name] = Section(name, config_cls, self.current_plugin, help)
 
     def get(self, kind: str, name: str) -> Component:
-        try:
-            return self._items[kind, name]
-        except KeyError:
-            raise ConfigError(f"unknown {kind} {name!r}; available: {', '.join(self.names(kind))}{self.hint()}") from None
+        found = self._items.get((kind, name)) or self._qualified.get((kind, name))
+        if found is None:
+            raise ConfigError(self.unknown(kind, name))
+        return found
 
     def has(self, kind: str, name: str) -> bool:
-        return (kind, name) in self._items
+        return (kind, name) in self._items or (kind, name) in self._qualified
+
+    def unknown(self, kind: str, name: Any) -> str:
+        """Why ``name`` names no ``kind``, in one line: ambiguous (with the names to choose from), or
+        unknown (with the available ones)."""
+        clash = self.clashes.get((kind, name)) if isinstance(name, str) else None
+        if clash:
+            return (f"{kind} {name!r} is ambiguous: {' and '.join(c.qualifier or c.plugin for c in clash)} each "
+                    f"register one; write {' or '.join(repr(c.qualified) for c in clash)}")
+        return f"unknown {kind} {name!r}; available: {', '.join(self.names(kind))}{self.hint()}"
 
     def names(self, kind: str) -> list[str]:
-        return sorted(n for k, n in self._items if k == kind)
+        """The names a recipe may use: bare ones, and the qualified names of ambiguous ones."""
+        return sorted([n for k, n in self._items if k == kind]
+                      + [c.qualified for (k, _), clash in self.clashes.items() if k == kind for c in clash])
+
+    def clash_lines(self) -> list[str]:
+        """One line per ambiguous bare name (``corl plugins``)."""
+        return [f"{kind} {name!r} is registered by {' and '.join(c.qualifier or c.plugin for c in clash)}: a recipe "
+                f"names one as {' or '.join(repr(c.qualified) for c in clash)}"
+                for (kind, name), clash in sorted(self.clashes.items())]
 
     def sections(self) -> list[Section]:
         return sorted(self._sections.values(), key=lambda s: s.name)
@@ -145,7 +193,7 @@ class Registry:
         return " (is the plugin package installed? see `corl plugins`)"
 
     def __iter__(self):
-        return iter(sorted(self._items.values(), key=lambda c: (c.kind, c.name)))
+        return iter(sorted(self._all, key=lambda c: (c.kind, c.name, c.plugin)))
 
 
 def _true(value: str | None) -> bool:
@@ -161,6 +209,7 @@ class PluginManager(pluggy.PluginManager):
         self.add_hookspecs(hookspecs)
         self.corl_failed: dict[str, str] = {}  # plugin name -> one line on why it was skipped
         self.corl_dists: dict[str, tuple[str, str]] = {}  # plugin name -> (distribution name, version)
+        self.corl_owners: dict[str, str] = {}  # plugin name -> the distribution it belongs to (entry point or module)
         self.corl_registry: Registry | None = None  # built once, on first use
 
 
@@ -180,8 +229,26 @@ def make_plugin_manager(plugins: Iterable[Any] = (), autoload: bool | None = Non
     for plugin in plugins:
         if pm.is_registered(plugin):  # the very module an entry point loaded (a plugin's own tests pass it too)
             continue
-        register(pm, plugin, _plugin_name(pm, plugin))
+        name = _plugin_name(pm, plugin)
+        owner = _distribution_of(plugin)
+        if owner:  # a distribution's module passed in (its own tests): named and qualified as installed
+            pm.corl_owners[name] = owner
+        register(pm, plugin, name)
     return pm
+
+
+def _distribution_of(plugin: Any) -> str | None:
+    """The installed distribution a plugin module belongs to (None for any other object)."""
+    if not isinstance(plugin, types.ModuleType):
+        return None
+    top = plugin.__name__.partition(".")[0]
+    names = importlib.metadata.packages_distributions().get(top, [])
+    if len(names) != 1 or top == "corl":
+        return None
+    try:
+        return importlib.metadata.distribution(names[0]).metadata["name"] or names[0]
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def _allowed() -> set[str] | None:
@@ -201,6 +268,7 @@ def _load_entry_points(pm: PluginManager) -> None:
             if allowed is not None and ep.name not in allowed and dist_name not in allowed:
                 continue
             pm.corl_dists[ep.name] = (dist_name, dist.version)
+            pm.corl_owners[ep.name] = dist_name
             try:
                 plugin = ep.load()
                 register(pm, plugin, ep.name)
@@ -315,7 +383,10 @@ def build_registry(pm: PluginManager) -> Registry:
     registry.external = {plugin_label(pm, name) for name in external}
     for impl in pm.hook.corl_register_components.get_hookimpls():  # registration order
         registry.current_plugin = plugin_label(pm, impl.plugin_name)
-        before = (dict(registry._items), dict(registry._sections))
+        registry.current_qualifier = (BUILTIN_QUALIFIER if impl.plugin_name in BUILTIN_PLUGINS else
+                                      pm.corl_owners.get(impl.plugin_name))
+        before = copy.copy(registry.__dict__)
+        before = {k: copy.copy(v) for k, v in before.items()}
         try:
             impl.function(registry=registry)
         except Exception as exc:  # noqa: BLE001
@@ -324,17 +395,17 @@ def build_registry(pm: PluginManager) -> Registry:
                     raise
                 raise PluginError(f"plugin {impl.plugin_name!r}: corl_register_components failed: "
                                   f"{type(exc).__name__}: {_first_line(exc)}") from exc
-            registry._items, registry._sections = before
-            registry.failed[impl.plugin_name] = f"corl_register_components failed: {_first_line(exc)}"
-    registry.current_plugin = "?"
+            registry.__dict__.update(before)  # its partial registrations removed
+            registry.failed[impl.plugin_name] = (f"corl_register_components failed: {_first_line(exc)} "
+                                                 f"(distribution {pm.corl_owners[impl.plugin_name]})")
+    registry.current_plugin, registry.current_qualifier = "?", None
     return registry
 
 
 def plugin_label(pm: PluginManager, name: str) -> str:
-    """How messages name a plugin: an entry point by the distribution users install (``corl-gspo``),
-    a built-in or an object passed in by its own name."""
-    dist = pm.corl_dists.get(name)
-    return dist[0] if dist else name
+    """How messages name a plugin: by the distribution users install (``corl-gspo``), whether its
+    entry point loaded it or its module was passed in; a built-in or another object by its own name."""
+    return pm.corl_owners.get(name, name)
 
 
 def describe(pm: PluginManager) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from corl.errors import CorlError, PluginError
-from corl.protocols import traits
+from corl.traits import traits
 from corl.types import Rollout
 
 

@@ -27,9 +27,15 @@ def guard(who: str, during: str) -> Iterator[None]:
     except CorlError:
         raise
     except Exception as exc:  # noqa: BLE001 - one line that names the component, the cause kept
-        text = str(exc).strip()
-        first = text.splitlines()[0] if text else ""
-        raise PluginError(f"{who} raised {type(exc).__name__}{': ' + first if first else ''} {during}") from exc
+        first = first_line(exc)
+        raise PluginError(f"{who} raised {type(exc).__name__}{': ' + first if first else ''}"
+                          + (f" {during}" if during else "")) from exc
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message ("" when it has none)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
 
 
 def _count(value: Any) -> str:

@@ -57,11 +57,10 @@ from typing import Any
 
 import attrs
 
-from corl.protocols import Context
+from corl.context import Context, StopToken
 from corl.recipe.schema import RunSection
 from corl.testing.dists import BROKEN_PLUGIN, install_plugin, uninstall_plugin
 from corl.testing.fakes import FakeAgent, FakeAgentConfig, FakeOptimizer, FakeOptimizerConfig, FakePlugin, FakeSampler
-from corl.types import StopToken
 
 #: Overrides that shrink any shipped recipe to seconds on 2 cores.
 TINY = [
@@ -144,6 +143,37 @@ def run_tiny(output_dir: str | Path, recipe: Mapping[str, Any] | str | Path | No
                plugins=[FakePlugin(), *plugins], resume=resume, force=force, autoload=autoload, **components)
 
 
+def interrupt_and_resume(output_dir: str | Path, recipe: Mapping[str, Any] | str | Path | None = None,
+                         overrides: Sequence[str] = (), plugins: Sequence[Any] = (), *, at: int = 2,
+                         **components: Any) -> tuple[Any, Any]:
+    """The resume test every stateful component needs, in one call: run ``recipe`` straight through
+    into ``output_dir/straight``; run it again into ``output_dir/resumed``, checkpointing every
+    ``at`` steps (``run.checkpoint_every``) and failing during step ``at + 1``, after the checkpoint
+    of step ``at``; resume that one from the checkpoint (a new run, new component objects, state from
+    the checkpoint only). Returns both runs' :func:`outcome`: equal when every component's state
+    survived the checkpoint. ``recipe`` needs ``run.steps > at``."""
+    from corl.errors import PluginError
+    from corl.hookspecs import hookimpl
+
+    class _Interrupt:
+        @hookimpl
+        def corl_on_step_end(self, step):
+            if step == at + 1:
+                raise RuntimeError(f"interrupted in step {at + 1} by corl.testing.interrupt_and_resume")
+
+    out, overrides = Path(output_dir), [*overrides, f"run.checkpoint_every={at}"]
+    run_tiny(out / "straight", recipe, overrides, plugins, **components)
+    try:
+        run_tiny(out / "resumed", recipe, overrides, [*plugins, _Interrupt()], **components)
+    except PluginError as exc:
+        if "interrupted in step" not in str(exc):
+            raise
+    else:
+        raise AssertionError(f"the run of {out / 'resumed'} was never interrupted: does it have more than {at} steps?")
+    run_tiny(out / "resumed", recipe, overrides, plugins, resume=True, **components)
+    return outcome(out / "straight"), outcome(out / "resumed")
+
+
 @attrs.define
 class Failure:
     """What :func:`fails_naming` caught: ``error`` (a :class:`corl.PluginError`)."""
@@ -176,21 +206,30 @@ def fails_naming(plugin: str) -> Iterator[Failure]:
 
 def context(*, agent_name: str = "a", task: Any = None, agent: Any = None, seed: int = 0,
             sections: Mapping[str, Any] | None = None, log: Any = None, group: Any = None,
-            stop: StopToken | None = None) -> Context:
-    """A :class:`~corl.protocols.Context` for calling a component factory by hand, with plugin
+            stop: StopToken | None = None, plugins: Sequence[Any] = ()) -> Context:
+    """A :class:`~corl.context.Context` for calling a component factory by hand, with plugin
     sections (e.g. ``{"zoo": ZooConfig(steps=5)}``) where a component reads them. ``group``: the
     agent's ranks; by default one rank, as a one-process run gives it (a device mesh included).
-    ``stop``: the run's stop token the component polls (:func:`corl.testing.conformance.check_stop`)."""
+    ``stop``: the run's stop token the component polls (:func:`corl.testing.conformance.check_stop`).
+    ``ctx.build(kind, name, config)`` builds the built-ins, the kit's fakes and the components of
+    ``plugins`` (a wrapper under test builds what it wraps, as in a run)."""
+    from corl.plugins import make_plugin_manager, registry_of
+    from corl.runtime.build import Builder
     from corl.runtime.distributed import LOCAL_GROUP
+
+    def build(kind: str, name: str, config: Any, ctx: Context) -> Any:  # the registry made on first use
+        registry = registry_of(make_plugin_manager([FakePlugin(), *plugins], autoload=False))
+        return Builder(registry).nested("the component under test")(kind, name, config, ctx)
 
     spec = _SpecStub(dict(sections or {}))
     return Context(spec=spec, seed=seed, log=log or (lambda message: None), task=task, agent=agent,
-                   agent_name=agent_name, group=LOCAL_GROUP if group is None else group, stop=stop or StopToken())
+                   agent_name=agent_name, group=LOCAL_GROUP if group is None else group, stop=stop or StopToken(),
+                   builder=build)
 
 
 @attrs.frozen
 class _SpecStub:
-    """A :class:`corl.protocols.SpecView` for a context built by hand: a recipe's default ``[run]``
+    """A :class:`corl.context.SpecView` for a context built by hand: a recipe's default ``[run]``
     settings, no agents, the given plugin sections."""
 
     sections: dict[str, Any]
@@ -263,5 +302,5 @@ if pytest is not None:
 __all__ = [
     "BROKEN_PLUGIN", "TINY", "TINY_REAL", "TINY_TASK", "FakeAgent", "FakeAgentConfig", "FakeOptimizer",
     "FakeOptimizerConfig", "FakePlugin", "FakeSampler", "Failure", "base_recipe", "context", "fails_naming", "fake_recipe",
-    "install_plugin", "outcome", "run_tiny", "tiny_for", "uninstall_plugin",
+    "install_plugin", "interrupt_and_resume", "outcome", "run_tiny", "tiny_for", "uninstall_plugin",
 ]

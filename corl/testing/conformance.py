@@ -26,15 +26,15 @@ from typing import Any
 
 import attrs
 
+from corl.context import Context, StopToken
 from corl.errors import Stopping
-from corl.protocols import Context, TokenBatch
 from corl.runtime.boundary import check_rollout
-from corl.types import Prompt, Rollout, StopToken
+from corl.types import Prompt, Rollout, TokenBatch
 
 
 def check_sampler(agent: Any, sampler: Any, prompts: Sequence[Prompt], *, n: int = 4, atol: float = 1e-4) -> Rollout:
     """``sampler.sample(agent, prompts, n)`` returns a rollout of ``len(prompts) x n`` completions whose
-    batch is a :class:`corl.protocols.TokenBatch` (``[R, T]`` tensors, rows ``p * n + s``,
+    batch is a :class:`corl.types.TokenBatch` (``[R, T]`` tensors, rows ``p * n + s``,
     ``select``), and the agent scores every sampled token as the sampler did: ``token_logprobs``
     equals ``old_logprobs`` within ``atol`` (an optimizer's first ratio is exactly 1)."""
     import torch
@@ -43,7 +43,7 @@ def check_sampler(agent: Any, sampler: Any, prompts: Sequence[Prompt], *, n: int
     check_rollout(rollout, prompts, n, f"sampler {type(sampler).__name__}")
     batch, rows = rollout.batch, len(prompts) * n
     assert isinstance(batch, TokenBatch), (f"the rollout's batch ({type(batch).__name__}) is not a "
-                                           "corl.protocols.TokenBatch: completion_ids, completion_mask, old_logprobs, "
+                                           "corl.types.TokenBatch: completion_ids, completion_mask, old_logprobs, "
                                            "temperature, select()")
     for name in ("completion_ids", "completion_mask", "old_logprobs"):
         shape = tuple(getattr(batch, name).shape)
@@ -164,3 +164,27 @@ def check_optimizer(make_optimizer: Callable[[Context], Any], path: str | Path, 
     for i, (p, q) in enumerate(zip(agent.parameters(), straight)):
         assert torch.equal(p.detach(), q), (f"parameter {i} differs after a save / load resume: the optimizer's "
                                            "save_state misses part of its state (moments, step count, schedule)")
+
+
+def check_resume(path: str | Path, recipe: Any = None, *, plugins: Sequence[Any] = (), at: int = 2,
+                 overrides: Sequence[str] = (), **components: Any) -> None:
+    """A real resume is bit-identical: ``recipe`` (default :func:`corl.testing.fake_recipe`), run
+    straight and run interrupted after step ``at``'s checkpoint then resumed
+    (:func:`corl.testing.interrupt_and_resume`), ends with the same summary, metrics and final
+    weights. Put your component in the recipe (or pass it as an object, ``router=...``): whatever its
+    kind, state it keeps across steps must go through :class:`corl.protocols.Stateful`, or the resumed
+    run diverges from step ``at + 1`` and this says where."""
+    from corl.testing import fake_recipe, interrupt_and_resume
+
+    recipe = fake_recipe(**{"run.steps": at + 2}) if recipe is None else recipe
+    straight, resumed = interrupt_and_resume(path, recipe, overrides, plugins, at=at, **components)
+    for i, (a, b) in enumerate(zip(straight[1], resumed[1])):
+        assert a == b, (f"the resumed run differs from the straight one at metrics record {i} (step {a.get('step')}): "
+                        "a component's state did not survive the checkpoint; implement save_state / load_state "
+                        "(corl.protocols.Stateful)")
+    assert len(straight[1]) == len(resumed[1]), "the resumed run logged another number of metrics records"
+    assert straight[0] == resumed[0], "the resumed run's summary differs from the straight one's"
+    for name in straight[2]:
+        assert straight[2][name].keys() == resumed[2].get(name, {}).keys() and all(
+            (straight[2][name][k] == resumed[2][name][k]).all() for k in straight[2][name]), \
+            f"agent {name!r}'s final weights differ after the resume"

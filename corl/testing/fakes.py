@@ -14,8 +14,8 @@ from typing import Any
 
 import attrs
 
+from corl.context import Context
 from corl.hookspecs import hookimpl
-from corl.protocols import Context
 from corl.types import Prompt, Rollout
 
 
@@ -41,7 +41,7 @@ class FakeOptimizerConfig:
 
 @attrs.frozen
 class FakeBatch:
-    """A :class:`corl.protocols.TokenBatch` of one-token completions: each row's token is the index of
+    """A :class:`corl.types.TokenBatch` of one-token completions: each row's token is the index of
     the answer kind it sampled (0: right)."""
 
     completion_ids: Any  # [rows, 1] index of the sampled answer kind
@@ -66,7 +66,7 @@ class FakeAgent:
     wrong ones (label + a per-agent offset). Shared by every prompt, so what it learns on the
     train split shows on held-out prompts; prompts without an integer label get a stand-in.
 
-    Its logits are a trainable parameter and its batches are :class:`corl.protocols.TokenBatch`
+    Its logits are a trainable parameter and its batches are :class:`corl.types.TokenBatch`
     (one token per completion), so the built-in ``grpo`` and ``rloo`` optimizers, or yours, train it
     as they train a language model; ``freeze_reference`` keeps a copy for a KL term."""
 

@@ -23,7 +23,7 @@ from corl.recipe.locate import resolve
 def _build_for_inspection(args, extra: list[str], *, base: bool = False):
     """A Run whose components are built (models loaded, nothing trained) for eval / cohort. An
     agent's weights are replaced (a run dir's exported ones unless ``base``, or ``--model``) through
-    the key its type declares for them (:class:`corl.protocols.AgentTraits` ``model_key``)."""
+    the key its type declares for them (:class:`corl.traits.AgentTraits` ``model_key``)."""
     from corl.plugins import make_plugin_manager, registry_of
     from corl.recipe.schema import DEFAULT_TYPES
     from corl.runtime import Run, prepare

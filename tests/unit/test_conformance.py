@@ -6,6 +6,7 @@ import attrs
 import pytest
 
 from corl.builtin.policy import GRPOConfig, PolicyConfig, grpo, rloo
+from corl.context import StopToken
 from corl.testing import (
     FakeAgent,
     FakeAgentConfig,
@@ -15,7 +16,7 @@ from corl.testing import (
     conformance,
     context,
 )
-from corl.types import Prompt, StopToken
+from corl.types import Prompt
 
 PROMPTS = [Prompt(f"p{i}", f"{i}+{i}=", 2 * i) for i in range(4)]
 

@@ -70,13 +70,13 @@ def test_builtins_register_through_the_same_hook():
     assert {c.plugin for c in registry} == set(BUILTIN_PLUGINS)
 
 
-def test_hookimpl_lives_beside_the_specs_and_the_old_names_are_aliases():
+def test_hookimpl_lives_beside_the_specs():
     import typing
 
     from corl import hookspecs, plugins
-    from corl.protocols import RegistryView
+    from corl.context import RegistryView
 
-    assert corl.hookimpl is hookspecs.hookimpl is plugins.hookimpl
+    assert corl.hookimpl is hookspecs.hookimpl and not hasattr(plugins, "hookimpl")
     # the registration hook's argument is a declared type of the contract, which the host's registry satisfies
     assert typing.get_type_hints(hookspecs.corl_register_components)["registry"] is RegistryView
     assert isinstance(build_registry(make_plugin_manager(autoload=False)), RegistryView)

@@ -207,3 +207,23 @@ def test_corl_run_and_load_recipe_have_real_signatures():
     with pytest.raises(TypeError, match="unexpected keyword argument 'optimiser'"):
         corl.run({}, optimiser=object())
     assert "``resume``" in corl.run.__doc__ and "``objects``" in load_recipe.__doc__  # each argument documented
+
+
+class Warm(RingRouter):
+    """A ring with a setting of its own, as an embedding program writes one."""
+
+    def __init__(self, warmup=3):
+        super().__init__(NoConfig())
+        self.warmup = warmup
+
+
+def test_python_resume_compares_the_objects_settings_not_only_their_classes(tmp_path, fakes):
+    """(Before: any object of the same class resumed the run, whatever its settings.)"""
+    out = tmp_path / "warm"
+    recipe = fake_recipe(**{"run.steps": 1, "run.checkpoint_every": 1})
+    corl.run(recipe, [f"run.output_dir={out}"], router=Warm(warmup=3))
+    with pytest.raises(CorlError, match=r"the recipe changed since this checkpoint \(router= object Warm: warmup: 3 -> 5\)"
+                                        r"; resume with the same recipe and objects of the same settings") as refused:
+        corl.run(str(out), ["run.steps=2"], router=Warm(warmup=5), resume=True)
+    assert "\n" not in str(refused.value)
+    assert corl.run(str(out), ["run.steps=2"], router=Warm(warmup=3), resume=True)["steps"] == 2

@@ -17,7 +17,7 @@ from corl.types import Prompt, Rollout
 @attrs.frozen
 class SampleBatch:
     """Token-level payload of a rollout, rows prompt-major (row = prompt * n + sample): a
-    :class:`corl.protocols.TokenBatch`, plus the prompt tokens the agent reads again."""
+    :class:`corl.types.TokenBatch`, plus the prompt tokens the agent reads again."""
 
     sequences: object  # [R, P + T] prompt (left-padded) + completion
     attention_mask: object  # [R, P + T], zero on padding and after the first EOS
