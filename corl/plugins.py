@@ -103,6 +103,7 @@ class Registry:
         self.failed: dict[str, str] = {}  # plugin -> why it was skipped (import or registration error)
         self.external: set[str] = set()  # plugins loaded through entry points (by the names messages use)
         self._said: set[str] = set()  # failed plugins whose reason a message already gave
+        self.owners: dict[str, str] = {}  # plugin name -> its distribution, for messages
 
     def add(self, kind: str, name: str, factory: Callable[..., Any], config_cls: type, help: str = "") -> None:
         who = f"plugin {self.current_plugin}"
@@ -188,9 +189,26 @@ class Registry:
         if self.failed:  # the reason once per registry (one command), then only the name
             said = self._said
             self._said = set(self.failed)
-            return "".join(f" (plugin {name!r} failed to load" + (": see above)" if name in said else f": {why})")
-                           for name, why in sorted(self.failed.items()))
+            return "".join(f" (plugin {name!r} failed to load: " + (f"see above{self._of(name)})" if name in said else
+                                                                      f"{why})") for name, why in sorted(self.failed.items()))
         return " (is the plugin package installed? see `corl plugins`)"
+
+    def _of(self, plugin: str) -> str:
+        owner = self.owners.get(plugin)
+        return f", distribution {owner}" if owner and owner != plugin else ""
+
+    def collapse(self, problems: list[str]) -> list[str]:
+        """A recipe's problems, those a plugin that failed to load explains said once: every key that
+        names what it would have provided (its components, its sections) in one line, with why it
+        failed, instead of one line per key."""
+        if not self.failed:
+            return problems
+        mine = [p for p in problems if " failed to load" in p or ": unknown section; valid:" in p]
+        if len(mine) < 2:
+            return problems
+        keys = ", ".join(p.split(": ", 1)[0] for p in mine)
+        self._said = set()
+        return [f"{keys}: unknown here{self.hint()}", *[p for p in problems if p not in mine]]
 
     def __iter__(self):
         return iter(sorted(self._all, key=lambda c: (c.kind, c.name, c.plugin)))
@@ -271,27 +289,30 @@ def _load_entry_points(pm: PluginManager) -> None:
             pm.corl_owners[ep.name] = dist_name
             try:
                 plugin = ep.load()
-                register(pm, plugin, ep.name)
+                register(pm, plugin, ep.name, f"distribution {dist_name} (entry point {ep.name!r})")
             except Exception as exc:  # noqa: BLE001 - a broken package is reported by name and skipped
                 if pm.has_plugin(ep.name):
                     pm.unregister(name=ep.name)
-                pm.corl_failed[ep.name] = f"{type(exc).__name__}: {_first_line(exc)} (distribution {dist_name})"
+                pm.corl_failed[ep.name] = (f"PluginError: {exc}" if isinstance(exc, PluginError) else
+                                           f"{type(exc).__name__}: {_first_line(exc)} (distribution {dist_name})")
 
 
-def register(pm: pluggy.PluginManager, plugin: Any, name: str) -> None:
+def register(pm: pluggy.PluginManager, plugin: Any, name: str, who: str | None = None) -> None:
     """Register ``plugin`` under ``name`` and validate its hooks now: a misspelled hook, a wrong
-    argument name, or a ``corl_*`` function without ``@corl.hookimpl`` is an error naming it."""
+    argument name, or a ``corl_*`` function without ``@corl.hookimpl`` is an error naming it (as
+    ``who`` says, e.g. ``plugin corl-gspo``; by default ``plugin 'NAME'``)."""
+    who = who or f"plugin {name!r}"
     unmarked = [attr for attr in dir(plugin) if attr.startswith("corl_") and callable(getattr(plugin, attr, None))
                 and pm.parse_hookimpl_opts(plugin, attr) is None]
     if unmarked:
-        raise PluginError(f"plugin {name!r}: {unmarked[0]} is not marked with @corl.hookimpl, so corl would never call it")
+        raise PluginError(f"{who}: {unmarked[0]} is not marked with @corl.hookimpl, so corl would never call it")
     try:
         pm.register(plugin, name=name)
         pm.check_pending()
     except (pluggy.PluginValidationError, ValueError) as exc:
         if pm.has_plugin(name):
             pm.unregister(name=name)
-        raise PluginError(f"plugin {name!r}: {_hook_problem(pm, exc)}") from None
+        raise PluginError(f"{who}: {_hook_problem(pm, exc)}") from None
 
 
 def _hook_problem(pm: pluggy.PluginManager, exc: Exception) -> str:
@@ -379,6 +400,7 @@ def build_registry(pm: PluginManager) -> Registry:
     registrations removed) and recorded; any other failure raises."""
     registry = Registry()
     registry.failed.update(pm.corl_failed)
+    registry.owners = dict(pm.corl_owners)
     external = set(pm.corl_dists)
     registry.external = {plugin_label(pm, name) for name in external}
     for impl in pm.hook.corl_register_components.get_hookimpls():  # registration order

@@ -76,7 +76,7 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
         _check_untabled_observers(registry, run.observers, {c.type for c in observers}, data.get("observers"), errors)
     shaping = _shaping(registry, data.get("shaping", []), run, errors)
     if errors:
-        raise ConfigError(*errors)
+        raise ConfigError(*registry.collapse(errors))  # a plugin that failed to load, said once
     return RunSpec(run=run, task=task, agents=tuple(agents), voting=VotingSpec(aggregator, n_votes, n_train),
                    topology=topology, eval=ev, source=source, observers=observers, shaping=shaping, sections=own)
 

@@ -39,6 +39,8 @@ def check_given(spec: RunSpec, given: Mapping[str, Any]) -> None:
     for kind, obj in given.items():
         if obj is None:
             continue
+        if isinstance(obj, type):
+            raise ConfigError(f"{kind}={obj.__name__} is a class; corl.run takes an object: {kind}={obj.__name__}(...)")
         missing = missing_members(obj, PROTOCOLS[kind])
         if missing:
             raise ConfigError(f"{kind}= object {type(obj).__name__}: not a corl {PROTOCOLS[kind].__name__}: it has no "

@@ -27,6 +27,7 @@ from corl.protocols import Aggregator, RewardRouter, Task
 from corl.recipe.locate import resolve
 from corl.runtime import checkpoint, distributed, folder, interrupts, process, snapshot
 from corl.runtime.aggregation import BoundAggregator
+from corl.runtime.boundary import check_split, guard
 from corl.runtime.build import AgentSlot, Builder, check_given, observers, shaping_terms
 from corl.runtime.evaluation import evaluate_run
 from corl.runtime.metrics import run_summary
@@ -35,7 +36,7 @@ from corl.runtime.state import DataOrder, RunState
 from corl.runtime.step import train_step
 from corl.runtime.verify import GRACE, BoundedVerifier
 from corl.runtime.view import RunView
-from corl.types import StepMetrics
+from corl.types import Prompt, StepMetrics
 
 
 class Run:
@@ -128,15 +129,16 @@ class Run:
         self.task = self._given["task"] or build("task", spec.task, ctx)
         self._who["verifier", ""] = f"{self.who('task')}'s verifier"
         self.verifier = BoundedVerifier(self.task.verifier, spec.run.answer_timeout, who=self.who("verifier"),
+                                        when=lambda: self.phase,
                                         abandon=lambda signum: interrupts.abandoned(self, signum, self.who("verifier"),
                                                                                     GRACE))
-        held_out = list(self.task.split("eval"))
+        held_out = self._split("eval")
         if spec.eval.size > len(held_out):
             raise CorlError(f"eval.size: {spec.eval.size} exceeds the task's eval split ({len(held_out)} prompts)")
         self.eval_prompts = held_out[: spec.eval.size]
         # test_time (TTRL): the evaluated prompts are the unlabeled training prompts; no label is used to train
         test_time = spec.run.protocol == "test_time"
-        self.train = list(self.eval_prompts) if test_time else list(self.task.split("train"))
+        self.train = list(self.eval_prompts) if test_time else self._split("train")
         if len(self.train) < spec.run.prompts_per_step:
             where = "eval.size (the test-time training prompts) is" if test_time else "the train split has"
             raise CorlError(f"task: {where} {len(self.train)} prompts, fewer than run.prompts_per_step "
@@ -166,11 +168,15 @@ class Run:
         self.phase = "while building the run"
         self.observers = observers(spec, self.registry, ctx, layout.is_writer)
         for name, observer in self.observers:
-            register(self.pm, observer, f"observer:{name}")
             self._who["observer", name] = f"observer {name!r} (plugin {self.registry.get('observer', name).plugin})"
+            register(self.pm, observer, f"observer:{name}", self._who["observer", name])
         # Seed again once everything is built: whether a model was built or read from a cache
         # must not change the RNG stream the run samples from.
         process.seed_everything(spec.run.seed)
+
+    def _split(self, name: str) -> list[Prompt]:
+        with guard(self.who("task"), f"in split({name!r}) {self.phase}"):
+            return check_split(self.task.split(name), name, self.who("task"))
 
     def _name(self, kind: str, component: recipe_mod.ComponentSpec, agent: str = "") -> None:
         given = self._given.get(kind)

@@ -71,12 +71,14 @@ class BoundedVerifier:
     SIGINT or SIGTERM that arrives during a verifier call, bounded or not, gives the call
     :data:`GRACE` seconds to return; one that does not is abandoned and ``abandon(signum)`` (the
     run's) says what to raise instead. Whoever calls it (the run, an aggregator grouping votes, a
-    router), an exception the verifier raises is one line naming it (``who``), never its caller.
+    router), an exception the verifier raises is one line naming it (``who``) and when (``when()``,
+    the run's phase), never its caller.
     """
 
     def __init__(self, inner: AnswerVerifier, seconds: float,
-                 abandon: Callable[[int], BaseException] | None = None, who: str = "the task's verifier"):
-        self.inner, self.seconds, self.timeouts, self.who = inner, seconds, 0, who
+                 abandon: Callable[[int], BaseException] | None = None, who: str = "the task's verifier",
+                 when: Callable[[], str] = str):
+        self.inner, self.seconds, self.timeouts, self.who, self.when = inner, seconds, 0, who, when
         self.abandon = abandon or (lambda signum: KeyboardInterrupt())
         self._armed = False
         self._in_call = False
@@ -128,14 +130,14 @@ class BoundedVerifier:
     def _bounded(self, fn, seconds: float, *args) -> Any:
         """``fn(*args)``, or :data:`_TIMED_OUT` when it ran past ``seconds`` (counted by the caller)."""
         if not self._armed:
-            with guard(self.who, ""):
+            with guard(self.who, self.when()):
                 return fn(*args)
         timed = seconds > 0 and not self.bounded  # a verifier fast by construction needs no timer
         self._in_call, self._signalled = True, None
         if timed:
             signal.setitimer(signal.ITIMER_REAL, seconds)
         try:
-            with guard(self.who, ""):
+            with guard(self.who, self.when()):
                 return fn(*args)
         except _Timeout:
             return _TIMED_OUT
