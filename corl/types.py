@@ -77,6 +77,8 @@ class TokenBatch(Protocol):
     completion_mask: Any  # [R, T]: 1 on a row's own tokens, up to and including the EOS (or stop token) that ended it
     old_logprobs: Any  # [R, T] float32: sampling-time log-probs of completion_ids at `temperature` (0 outside the mask)
     temperature: float  # the temperature the tokens were drawn at; token_logprobs recomputes at it (ratio 1 on-policy)
+    truncated: Any  # [R] bool: the row reached max_new_tokens without an EOS or stop token (cut off, not ended)
+    max_new_tokens: int  # the sampler's cap on a row's completion tokens (an overlong penalty reads it)
 
     def select(self, rows: Sequence[int]) -> TokenBatch:
         """The batch of these rows, in this order (the run drops prompts a router skipped)."""

@@ -44,12 +44,19 @@ def check_sampler(agent: Any, sampler: Any, prompts: Sequence[Prompt], *, n: int
     batch, rows = rollout.batch, len(prompts) * n
     assert isinstance(batch, TokenBatch), (f"the rollout's batch ({type(batch).__name__}) is not a "
                                            "corl.types.TokenBatch: completion_ids, completion_mask, old_logprobs, "
-                                           "temperature, select()")
+                                           "temperature, truncated, max_new_tokens, select()")
     for name in ("completion_ids", "completion_mask", "old_logprobs"):
         shape = tuple(getattr(batch, name).shape)
         assert len(shape) == 2 and shape[0] == rows, f"batch.{name} is {shape}, expected [{rows}, T] (rows p * n + s)"
     assert batch.completion_ids.shape == batch.completion_mask.shape == batch.old_logprobs.shape, \
         "batch.completion_ids, completion_mask and old_logprobs differ in shape"
+    lengths, truncated = batch.completion_mask.sum(1), torch.as_tensor(batch.truncated)
+    assert tuple(truncated.shape) == (rows,) and truncated.dtype == torch.bool, \
+        f"batch.truncated is {tuple(truncated.shape)} {truncated.dtype}, expected [{rows}] bool (one flag per row)"
+    cap = batch.max_new_tokens
+    assert isinstance(cap, int) and cap >= 0, f"batch.max_new_tokens is {cap!r}, expected the sampler's cap (an int)"
+    assert not cap or int(lengths.max()) <= cap, f"a row has {int(lengths.max())} tokens, over max_new_tokens = {cap}"
+    assert bool((lengths[truncated] == cap).all()), "a row marked truncated is shorter than max_new_tokens"
     with torch.no_grad():
         logp, entropy = agent.token_logprobs(batch, torch.arange(rows))
     assert tuple(logp.shape) == tuple(batch.old_logprobs.shape) == tuple(entropy.shape), (
@@ -60,8 +67,8 @@ def check_sampler(agent: Any, sampler: Any, prompts: Sequence[Prompt], *, n: int
     assert gap <= atol, (f"the agent scores a sampled token {gap:.2e} nats away from its sampling-time log-prob "
                          f"(allowed {atol:g}): training would start off-policy (same temperature? same positions?)")
     picked = batch.select([rows - 1, 0])
-    assert torch.equal(picked.completion_ids, batch.completion_ids[[rows - 1, 0]]), \
-        "batch.select(rows) does not return those rows in that order"
+    assert torch.equal(picked.completion_ids, batch.completion_ids[[rows - 1, 0]]) and torch.equal(
+        torch.as_tensor(picked.truncated), truncated[[rows - 1, 0]]), "batch.select(rows) does not return those rows in that order"
     return rollout
 
 

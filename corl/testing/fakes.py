@@ -47,12 +47,19 @@ class FakeBatch:
     completion_ids: Any  # [rows, 1] index of the sampled answer kind
     old_logprobs: Any  # [rows, 1] at `temperature`
     temperature: float = 1.0
+    max_new_tokens: int = 1  # one token per completion, which always ends it
 
     @property
     def completion_mask(self):
         import torch
 
         return torch.ones_like(self.completion_ids)
+
+    @property
+    def truncated(self):
+        import torch
+
+        return torch.zeros(len(self.completion_ids), dtype=torch.bool)
 
     def select(self, rows) -> FakeBatch:
         import torch
