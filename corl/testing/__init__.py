@@ -58,6 +58,7 @@ from typing import Any
 import attrs
 
 from corl.context import Context, StopToken
+from corl.plugins import make_plugin_manager, registry_of
 from corl.recipe.schema import RunSection
 from corl.testing.dists import BROKEN_PLUGIN, install_plugin, uninstall_plugin
 from corl.testing.fakes import FakeAgent, FakeAgentConfig, FakeOptimizer, FakeOptimizerConfig, FakePlugin, FakeSampler
@@ -104,7 +105,9 @@ def base_recipe() -> dict[str, Any]:
 
 def fake_recipe(agents: int = 3, **changes: Any) -> dict[str, Any]:
     """A recipe of ``agents`` fake agents on the arithmetic task in a ring; ``changes`` are
-    ``--set``-style key paths (``fake_recipe(**{"run.steps": 5})``)."""
+    ``--set``-style key paths with any value a recipe holds, tables included
+    (``fake_recipe(**{"run.steps": 5, "task": {"type": "countdown", "size": 3},
+    "agents[0].sampler": {"type": "scheduled"}})``): a table replaces the one at its key."""
     from corl.recipe import apply_overrides
 
     data = {
@@ -116,13 +119,17 @@ def fake_recipe(agents: int = 3, **changes: Any) -> dict[str, Any]:
         "topology": {"type": "ring" if agents > 1 else "self"},
         "eval": {"size": 32, "k": 4},
     }
-    return apply_overrides(data, [f"{k}={json.dumps(v) if isinstance(v, str) else _toml(v)}"
-                                  for k, v in changes.items()])
+    return apply_overrides(data, [f"{k}={_toml(v)}" for k, v in changes.items()])
 
 
 def _toml(value: Any) -> str:
+    """``value`` as a TOML value (inline tables and arrays of them included)."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {_toml(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
     return json.dumps(value)
 
 
@@ -130,7 +137,7 @@ def run_tiny(output_dir: str | Path, recipe: Mapping[str, Any] | str | Path | No
              overrides: Sequence[str] = (), plugins: Sequence[Any] = (), *, resume: bool = False,
              force: bool = False, autoload: bool = False, **components: Any) -> dict[str, Any]:
     """Run ``recipe`` (default :func:`fake_recipe`) into ``output_dir`` with ``plugins`` registered for
-    this run only (and :class:`FakePlugin`); returns the summary. ``resume`` and ``force`` are
+    this run only (and :class:`FakePlugin`, unless ``plugins`` holds one); returns the summary. ``resume`` and ``force`` are
     ``corl run``'s ``--resume`` and ``--force``.
 
     Only the built-ins and ``plugins`` are loaded: installed entry-point plugins are not
@@ -140,7 +147,12 @@ def run_tiny(output_dir: str | Path, recipe: Mapping[str, Any] | str | Path | No
 
     recipe = fake_recipe() if recipe is None else recipe
     return run(recipe, [*overrides, f"run.output_dir={json.dumps(str(output_dir))}"],
-               plugins=[FakePlugin(), *plugins], resume=resume, force=force, autoload=autoload, **components)
+               plugins=_with_fakes(plugins), resume=resume, force=force, autoload=autoload, **components)
+
+
+def _with_fakes(plugins: Sequence[Any]) -> list[Any]:
+    """``plugins`` and the kit's :class:`FakePlugin`, unless they hold one (with its own alphabet)."""
+    return [*([] if any(isinstance(p, FakePlugin) for p in plugins) else [FakePlugin()]), *plugins]
 
 
 def interrupt_and_resume(output_dir: str | Path, recipe: Mapping[str, Any] | str | Path | None = None,
@@ -213,18 +225,34 @@ def context(*, agent_name: str = "a", task: Any = None, agent: Any = None, seed:
     ``stop``: the run's stop token the component polls (:func:`corl.testing.conformance.check_stop`).
     ``ctx.build(kind, name, config)`` builds the built-ins, the kit's fakes and the components of
     ``plugins`` (a wrapper under test builds what it wraps, as in a run)."""
-    from corl.plugins import make_plugin_manager, registry_of
     from corl.runtime.build import Builder
     from corl.runtime.distributed import LOCAL_GROUP
 
     def build(kind: str, name: str, config: Any, ctx: Context) -> Any:  # the registry made on first use
-        registry = registry_of(make_plugin_manager([FakePlugin(), *plugins], autoload=False))
+        registry = registry_of(make_plugin_manager(_with_fakes(plugins), autoload=False))
         return Builder(registry).nested("the component under test")(kind, name, config, ctx)
 
     spec = _SpecStub(dict(sections or {}))
     return Context(spec=spec, seed=seed, log=log or (lambda message: None), task=task, agent=agent,
                    agent_name=agent_name, group=LOCAL_GROUP if group is None else group, stop=stop or StopToken(),
                    builder=build)
+
+
+def tiny_agent(task: Any = None, *, model: str = "zoo:llama-tiny", warm_steps: int = 5, name: str = "a",
+               plugins: Sequence[Any] = ()) -> tuple[Any, Context]:
+    """A real tiny language-model agent and the context a sampler for it is built with (``ctx.agent``
+    set): the built-in ``hf`` agent on a zoo model (the zoo's alphabet is ``0-9 + - * = |``),
+    warm-started ``warm_steps`` steps on ``task``'s seed split (default: a small arithmetic task),
+    seconds on a CPU. For :func:`corl.testing.conformance.check_sampler` on your sampler, or on one
+    that wraps ``hf``: ``agent, ctx = tiny_agent(); check_sampler(agent, MySampler(config, ctx), prompts)``."""
+    ctx = context(agent_name=name, plugins=plugins)
+    if task is None:
+        task = ctx.build("task", "arithmetic", {"seed_size": 64, "train_size": 16, "eval_size": 4})
+    registry = registry_of(make_plugin_manager(_with_fakes(plugins), autoload=False))
+    zoo = next(s for s in registry.sections() if s.name == "zoo").config_cls(steps=warm_steps)
+    ctx = context(agent_name=name, task=task, sections={"zoo": zoo}, plugins=plugins)
+    agent = ctx.build("agent", "hf", {"model": model})
+    return agent, attrs.evolve(ctx, agent=agent)
 
 
 @attrs.frozen
@@ -302,5 +330,5 @@ if pytest is not None:
 __all__ = [
     "BROKEN_PLUGIN", "TINY", "TINY_REAL", "TINY_TASK", "FakeAgent", "FakeAgentConfig", "FakeOptimizer",
     "FakeOptimizerConfig", "FakePlugin", "FakeSampler", "Failure", "base_recipe", "context", "fails_naming", "fake_recipe",
-    "install_plugin", "interrupt_and_resume", "outcome", "run_tiny", "tiny_for", "uninstall_plugin",
+    "install_plugin", "interrupt_and_resume", "outcome", "run_tiny", "tiny_agent", "tiny_for", "uninstall_plugin",
 ]

@@ -8,7 +8,7 @@ from whatever rewards a router gives it (held-out prompts included).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,9 @@ class FakeAgentConfig:
                              metadata={"help": "how many distinct wrong answers share the rest"})
     shared_wrong: bool = attrs.field(default=False, metadata={
         "help": "every fake agent makes the same wrong answers (correlated errors); else its own"})
+    vocabulary: tuple[str, ...] = attrs.field(default=(), converter=tuple, metadata={
+        "help": "answers in the task's alphabet: the right one is the label as text, the wrong ones are drawn "
+                "from these words (empty: numbers near the label)"})
 
 
 @attrs.frozen
@@ -77,10 +80,10 @@ class FakeAgent:
     (one token per completion), so the built-in ``grpo`` and ``rloo`` optimizers, or yours, train it
     as they train a language model; ``freeze_reference`` keeps a copy for a KL term."""
 
-    def __init__(self, config: FakeAgentConfig, ctx: Context):
+    def __init__(self, config: FakeAgentConfig, ctx: Context, answers: Answers | None = None):
         import torch
 
-        self.name, self.config = ctx.agent_name, config
+        self.name, self.config, self.answers = ctx.agent_name, config, answers
         self.writes = ctx.group.rank == 0  # on several ranks every one calls save_state; the first writes
         acc, k = config.accuracy, config.wrong
         right = math.log(max(acc, 1e-6)) - math.log(max((1 - acc) / k, 1e-6))
@@ -89,8 +92,23 @@ class FakeAgent:
         self._offset = 0 if config.shared_wrong else sum(map(ord, self.name)) % 7
 
     def candidates(self, prompt: Prompt) -> list[str]:
+        """The texts of the answer kinds for ``prompt``: the right one first, then ``wrong`` wrong ones.
+        In the task's own alphabet when told it: ``answers(prompt, wrong)`` (a callable given to
+        :class:`FakePlugin`), else the ``vocabulary`` (a config key), else numbers near the label."""
+        wrong = self.config.wrong
+        if self.answers is not None:
+            texts = [str(t) for t in self.answers(prompt, wrong)]
+            if len(texts) != wrong + 1:
+                raise ValueError(f"the fake agents' answers({prompt.id!r}, {wrong}) gave {len(texts)} texts, expected "
+                                 f"{wrong + 1}: the right answer, then {wrong} wrong ones")
+            return texts
+        if self.config.vocabulary:
+            right = str(prompt.label)
+            others = [w for w in self.config.vocabulary if w != right] or [right]
+            start = self._offset + sum(map(ord, prompt.id))
+            return [right] + [others[(start + k) % len(others)] for k in range(wrong)]
         label = prompt.label if isinstance(prompt.label, int) else sum(map(ord, prompt.text)) % 100
-        return [str(label)] + [str(label + 1 + self._offset + k) for k in range(self.config.wrong)]
+        return [str(label)] + [str(label + 1 + self._offset + k) for k in range(wrong)]
 
     def parameters(self):
         return [self.logits]
@@ -195,12 +213,23 @@ class FakeOptimizer:
         pass
 
 
+#: how fake agents write a prompt's answers in a task's alphabet: ``answers(prompt, wrong)`` is the right
+#: answer's text followed by ``wrong`` wrong ones (``lambda p, k: [p.label, *WRONG[:k]]``)
+Answers = Callable[[Prompt, int], Sequence[str]]
+
+
 class FakePlugin:
-    """Registers ``fake`` agent, sampler and optimizer: ``plugins=[FakePlugin()]``."""
+    """Registers ``fake`` agent, sampler and optimizer: ``plugins=[FakePlugin()]``. ``answers``: how
+    the fake agents write answers in your task's alphabet (:data:`Answers`; a recipe can give a
+    ``vocabulary`` instead); :func:`corl.testing.run_tiny` then uses this one instead of its own."""
+
+    def __init__(self, answers: Answers | None = None):
+        self.answers = answers
 
     @hookimpl
     def corl_register_components(self, registry):
-        registry.add("agent", "fake", FakeAgent, FakeAgentConfig, help="tabular softmax policy (corl.testing)")
+        agent = FakeAgent if self.answers is None else lambda config, ctx: FakeAgent(config, ctx, self.answers)
+        registry.add("agent", "fake", agent, FakeAgentConfig, help="tabular softmax policy (corl.testing)")
         registry.add("sampler", "fake", FakeSampler, _NoOptions, help="samples the fake agent's table")
         registry.add("optimizer", "fake", FakeOptimizer, FakeOptimizerConfig, help="REINFORCE on the fake table")
 
