@@ -216,6 +216,9 @@ class Optimizer(Protocol):
       consecutive ones and stops after ``run.max_nonfinite``);
     * ``entropy`` (mean token entropy of the trained samples: the health check warns when it stays
       under 0.02, a collapsed policy);
+    * ``optimizer_reward_std`` (the spread of the rewards it trained on, its own terms added, e.g. an
+      overlong penalty): when present, the collapse warning reads it instead of the router's
+      ``reward_std``, and says which it measured;
     * ``active_fraction`` (share of trained samples with a learning signal), ``loss``, ``kl``,
       ``grad_norm``, ``clip_frac``, ``lr``: plotted by ``corl report`` when present.
 
