@@ -56,9 +56,11 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
     data = _objects_given_again(data, run, objects)
     ev = structure(EvalSection, data.get("eval", {}), "eval", errors)
     own = {name: structure(s.config_cls, data.get(name, {}), name, errors) for name, s in sections.items()}
-    task = _component(registry, "task", data.get("task"), "task", errors)
-    topology = _component(registry, "router", data.get("topology"), "topology", errors)
-    aggregator, n_votes, n_train = _voting(registry, data.get("voting", {}), errors)
+    # a component handed in as an object replaces its table, which is then not looked up in the registry
+    task = GIVEN if "task" in objects else _component(registry, "task", data.get("task"), "task", errors)
+    topology = GIVEN if "router" in objects else _component(registry, "router", data.get("topology"), "topology",
+                                                             errors)
+    aggregator, n_votes, n_train = _voting(registry, data.get("voting", {}), errors, "aggregator" in objects)
     agents, raw_agents = _agents(registry, data.get("agents"), errors)
     if task is not None and None not in own.values():
         _check_agents(registry, task, agents, raw_agents, own, errors)
@@ -90,6 +92,15 @@ def data_problems(spec: RunSpec, registry: Registry, rows: int) -> list[str]:
     if declared.check_data is None:
         return []
     return list(declared.check_data(task.config, spec.source, rows))
+
+
+def _handed_in(config: Any, ctx: Any) -> Any:
+    raise RuntimeError("this component was handed to corl.run as an object; the run uses that object")
+
+
+#: a component an embedding program hands to ``corl.run`` as an object, in place of its recipe table:
+#: its traits are its own (read off the object when it is handed in), its table is not validated
+GIVEN = ComponentSpec("<object>", None, factory=_handed_in)
 
 
 def declared_traits(registry: Registry, kind: str, component: ComponentSpec) -> Any:
@@ -167,8 +178,10 @@ def _check_agents(registry: Registry, task: ComponentSpec, agents: list[AgentSpe
             errors.add(join(f"agents[{index[agent.name]}]", key), message)
 
 
-def _voting(registry: Registry, data: Any, errors: Errors) -> tuple[ComponentSpec | None, int | None, int | None]:
-    aggregator = _component(registry, "aggregator", data, "voting", errors, skip=("n_votes", "n_train"))
+def _voting(registry: Registry, data: Any, errors: Errors,
+            given: bool = False) -> tuple[ComponentSpec | None, int | None, int | None]:
+    aggregator = GIVEN if given else _component(registry, "aggregator", data, "voting", errors,
+                                                skip=("n_votes", "n_train"))
     if not isinstance(data, Mapping):
         return aggregator, None, None
     n_votes = convert(int, data.get("n_votes", 8), "voting.n_votes", errors)

@@ -227,3 +227,17 @@ def test_python_resume_compares_the_objects_settings_not_only_their_classes(tmp_
         corl.run(str(out), ["run.steps=2"], router=Warm(warmup=5), resume=True)
     assert "\n" not in str(refused.value)
     assert corl.run(str(out), ["run.steps=2"], router=Warm(warmup=3), resume=True)["steps"] == 2
+
+
+def test_a_table_an_object_replaces_is_not_looked_up_in_the_registry(tmp_path, fakes):
+    """(Before: task=obj still required the recipe's [task] to name a registered task.)"""
+    from corl.builtin.tasks.arithmetic import ArithmeticConfig, ArithmeticTask
+
+    recipe = fake_recipe(**{"run.steps": 1, "task": {"type": "countdown", "size": 3},
+                            "voting": {"type": "tournament", "n_votes": 8, "n_train": 8},
+                            "topology": {"type": "elo"}})
+    task = ArithmeticTask(ArithmeticConfig(seed_size=0, train_size=64, eval_size=32))
+    summary = corl.run(recipe, [f"run.output_dir={tmp_path}"], task=task, aggregator=Vote(), router=Router())
+    assert summary["steps"] == 1
+    with pytest.raises(corl.ConfigError, match=r"task.type: unknown task 'countdown'"):
+        corl.run(recipe, [f"run.output_dir={tmp_path / 'b'}"], aggregator=Vote(), router=Router())
