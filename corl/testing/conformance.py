@@ -105,7 +105,7 @@ def check_stop(sampler: Any, agent: Any, prompts: Sequence[Prompt], stop: StopTo
 def check_optimizer(make_optimizer: Callable[[Context], Any], path: str | Path, *,
                     make_agent: Callable[[Context], Any] | None = None,
                     make_sampler: Callable[[Context], Any] | None = None,
-                    prompts: Sequence[Prompt] | None = None, n: int = 4) -> None:
+                    prompts: Sequence[Prompt] | None = None, n: int = 4, tokens: int = 3) -> None:
     """An optimizer built by ``make_optimizer(ctx)`` (``ctx.agent`` is the agent it updates):
 
     * one step moves the loss the right way: the completions it rewards gain log-probability
@@ -115,12 +115,14 @@ def check_optimizer(make_optimizer: Callable[[Context], Any], path: str | Path, 
       ``save_state`` of agent and optimizer, a fresh agent and optimizer loading them, and the
       second step.
 
-    The agent and sampler default to the kit's trainable fake agent (:class:`corl.testing.FakeAgent`)."""
+    The agent and sampler default to the kit's trainable fake agent (:class:`corl.testing.FakeAgent`),
+    writing completions of 1 to ``tokens`` tokens (padded after each row's end), so an optimizer is
+    held to the mask and to per-token and per-sequence sums as a language model's batches need."""
     import torch
 
     from corl.testing import FakeAgent, FakeAgentConfig, FakeSampler, context
 
-    make_agent = make_agent or (lambda ctx: FakeAgent(FakeAgentConfig(accuracy=0.4, wrong=3), ctx))
+    make_agent = make_agent or (lambda ctx: FakeAgent(FakeAgentConfig(accuracy=0.4, wrong=3, tokens=tokens), ctx))
     make_sampler = make_sampler or (lambda ctx: FakeSampler(None, ctx))
     prompts = list(prompts) if prompts is not None else [Prompt(f"p{i}", f"{i}+{i}=", 2 * i) for i in range(4)]
     path = Path(path)

@@ -32,6 +32,9 @@ class FakeAgentConfig:
                              metadata={"help": "how many distinct wrong answers share the rest"})
     shared_wrong: bool = attrs.field(default=False, metadata={
         "help": "every fake agent makes the same wrong answers (correlated errors); else its own"})
+    tokens: int = attrs.field(default=1, validator=attrs.validators.ge(1), metadata={
+        "help": "the longest completion in tokens: the answer's token, then up to tokens - 1 more drawn from "
+                "the same table (each row's length drawn from 1..tokens): a multi-token batch with padding"})
     vocabulary: tuple[str, ...] = attrs.field(default=(), converter=tuple, metadata={
         "help": "answers in the task's alphabet: the right one is the label as text, the wrong ones are drawn "
                 "from these words (empty: numbers near the label)"})
@@ -44,19 +47,21 @@ class FakeOptimizerConfig:
 
 @attrs.frozen
 class FakeBatch:
-    """A :class:`corl.types.TokenBatch` of one-token completions: each row's token is the index of
-    the answer kind it sampled (0: right)."""
+    """A :class:`corl.types.TokenBatch` of the fake agent's completions: each row's first token is the
+    index of the answer kind it sampled (0: right); with ``tokens > 1`` more tokens follow, each row
+    as long as it drew (``mask``), padded after its end. Every row ends on its own: none is cut off."""
 
-    completion_ids: Any  # [rows, 1] index of the sampled answer kind
-    old_logprobs: Any  # [rows, 1] at `temperature`
+    completion_ids: Any  # [rows, T] the answer kind, then the row's further tokens (0 after its end)
+    old_logprobs: Any  # [rows, T] at `temperature` (0 after a row's end)
     temperature: float = 1.0
-    max_new_tokens: int = 1  # one token per completion, which always ends it
+    max_new_tokens: int = 1  # the agent's `tokens`
+    mask: Any = None  # [rows, T]; None: every position (one-token completions)
 
     @property
     def completion_mask(self):
         import torch
 
-        return torch.ones_like(self.completion_ids)
+        return torch.ones_like(self.completion_ids) if self.mask is None else self.mask
 
     @property
     def truncated(self):
@@ -68,7 +73,8 @@ class FakeBatch:
         import torch
 
         index = torch.as_tensor(list(rows), dtype=torch.long)
-        return FakeBatch(self.completion_ids[index], self.old_logprobs[index], self.temperature)
+        return FakeBatch(self.completion_ids[index], self.old_logprobs[index], self.temperature, self.max_new_tokens,
+                         None if self.mask is None else self.mask[index])
 
 
 class FakeAgent:
@@ -118,9 +124,9 @@ class FakeAgent:
             raise RuntimeError(f"agent {self.name!r}: reference log-probs asked before freeze_reference()")
         logits = self.reference if reference else self.logits
         logp_all = (logits / batch.temperature).log_softmax(-1)
-        logp = logp_all[batch.completion_ids[rows, 0]]
-        entropy = -(logp_all.exp() * logp_all).sum().detach().expand(len(logp))
-        return logp[:, None], entropy[:, None]
+        logp = logp_all[batch.completion_ids[rows]]  # [len(rows), T]: every position draws from the one table
+        entropy = -(logp_all.exp() * logp_all).sum().detach().expand(logp.shape)
+        return logp, entropy
 
     def freeze_reference(self) -> None:
         self.reference = self.logits.detach().clone()
@@ -162,7 +168,8 @@ class FakeSampler:
         import torch
 
         temp = 1.0 if greedy else (temperature or 1.0)
-        texts, confs, choices, logps = [], [], [], []
+        tokens = agent.config.tokens
+        texts, confs, choices, lengths = [], [], [], []
         with torch.no_grad():
             logp = (agent.logits / temp).log_softmax(-1)
         for p in prompts:
@@ -170,12 +177,25 @@ class FakeSampler:
             names = agent.candidates(p)
             picks = logp.argmax().repeat(n) if greedy else torch.multinomial(logp.exp(), n, replacement=True)
             texts.append(tuple(names[i] for i in picks.tolist()))
-            confs.append(tuple(logp[picks].tolist()))
-            choices += picks.tolist()
-            logps += logp[picks].tolist()
-        batch = FakeBatch(torch.tensor(choices)[:, None], torch.tensor(logps)[:, None], temp)
-        return Rollout(agent=agent.name, prompts=tuple(prompts), texts=tuple(texts),
-                       lengths=tuple((1,) * n for _ in prompts), confidences=tuple(confs), batch=batch)
+            if tokens == 1:
+                confs.append(tuple(logp[picks].tolist()))
+                choices.append(picks[:, None])
+                lengths.append((1,) * n)
+                continue
+            more = (logp.argmax().repeat(n, tokens - 1) if greedy else
+                    torch.multinomial(logp.exp(), n * (tokens - 1), replacement=True).view(n, tokens - 1))
+            rows = torch.cat([picks[:, None], more], 1)
+            length = torch.full((n,), tokens) if greedy else torch.randint(1, tokens + 1, (n,))
+            rows = rows.masked_fill(torch.arange(tokens)[None, :] >= length[:, None], 0)
+            confs.append(tuple(((logp[rows] * (torch.arange(tokens)[None, :] < length[:, None])).sum(1)
+                                / length).tolist()))
+            choices.append(rows)
+            lengths.append(tuple(length.tolist()))
+        ids = torch.cat(choices)
+        mask = (torch.arange(tokens)[None, :] < torch.tensor([x for row in lengths for x in row])[:, None]).long()
+        batch = FakeBatch(ids, logp[ids] * mask, temp, tokens, None if tokens == 1 else mask)
+        return Rollout(agent=agent.name, prompts=tuple(prompts), texts=tuple(texts), lengths=tuple(lengths),
+                       confidences=tuple(confs), batch=batch)
 
     def sync(self, agent: FakeAgent) -> None:
         pass

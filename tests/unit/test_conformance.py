@@ -132,3 +132,15 @@ def test_the_hf_batch_says_which_rows_were_cut_off_and_at_what_cap(cache_dir):
         assert torch.equal(batch.truncated, (lengths == cap) & ~ended)
         if cap == 1:  # one token holds an answer or its EOS, rarely both
             assert bool(batch.truncated.any())
+
+
+def test_the_fake_agent_writes_multi_token_completions_of_several_lengths():
+    """What check_optimizer now feeds an optimizer by default: padded rows of 1 to 3 tokens."""
+    from corl.testing import FakeAgent, FakeAgentConfig, FakeSampler, context
+
+    agent = FakeAgent(FakeAgentConfig(tokens=3), context())
+    prompts = [Prompt(f"p{i}", f"{i}+{i}=", 2 * i) for i in range(4)]
+    batch = conformance.check_sampler(agent, FakeSampler(None, context()), prompts, n=8).batch
+    lengths = batch.completion_mask.sum(1)
+    assert batch.completion_ids.shape == (32, 3) and set(lengths.tolist()) == {1, 2, 3}
+    assert batch.max_new_tokens == 3 and not batch.truncated.any()
