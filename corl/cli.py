@@ -99,8 +99,7 @@ def cmd_plugins(args) -> int:
     for name, why in registry.failed.items():  # registration failures, besides import failures
         if not any(r["name"] == name and r["error"] for r in rows):
             rows = [{**r, "error": why} if r["name"] == name else r for r in rows]
-    components = [{"kind": c.kind, "name": c.name, "qualified": c.qualified, "plugin": c.plugin, "help": c.help}
-                  for c in registry]
+    components = [{"kind": c.kind, "name": c.name, "plugin": c.plugin, "help": c.help} for c in registry]
     sections = [{"name": s.name, "plugin": s.plugin, "help": s.help} for s in registry.sections()]
     if args.json:
         print(json.dumps({"plugins": rows, "components": components, "sections": sections,
