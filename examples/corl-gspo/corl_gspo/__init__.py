@@ -152,10 +152,6 @@ def _mode(votes: list[Vote]):
 
 @corl.hookimpl
 def corl_register_components(registry):
-    from corl_gspo.tempered import TemperedConfig, TemperedSampler
-
     registry.add("optimizer", "gspo", GSPO, GSPOConfig, help="sequence-level ratio and clip (GSPO)")
-    registry.add("sampler", "tempered", TemperedSampler, TemperedConfig,
-                 help="a temperature schedule around another sampler (hf by default), checkpointed")
     registry.add("aggregator", "agreement", AgreementVote, AgreementConfig,
                  help="pooled votes weighted by each agent's agreement with its peers so far")

@@ -5,6 +5,10 @@ uninterrupted one would.
 
 Training samples at `start`, moving linearly to `end` over `steps` calls; evaluations ask for their
 own temperature (or greedy decoding) and get exactly that.
+
+This module is a plugin of its own, not behind the package's entry point: pass it in
+(`corl.run(..., plugins=[corl_gspo.tempered])`, `run_tiny(..., plugins=[tempered])`), or name it in an
+entry point of the `corl` group to install it.
 """
 
 from __future__ import annotations
@@ -57,3 +61,9 @@ class TemperedSampler:
 
     def load_state(self, path: str) -> None:
         self.calls = json.loads((Path(path) / "schedule.json").read_text())["calls"]
+
+
+@corl.hookimpl
+def corl_register_components(registry):
+    registry.add("sampler", "tempered", TemperedSampler, TemperedConfig,
+                 help="a temperature schedule around another sampler (hf by default), checkpointed")

@@ -47,7 +47,7 @@ class SampleBatch:
 
 
 def rollout(agent, prompts: Sequence[Prompt], n: int, prompt_ids, prompt_mask, completion, logp, cmask,
-            temperature: float, stop: Sequence[str] = (), batch_cls=SampleBatch, *, max_new_tokens: int,
+            temperature: float, stop: Sequence[str] = (), batch_cls=SampleBatch, *, max_new_tokens: int = 0,
             **extra) -> Rollout:
     """A rollout from decoded rows (prompt-major, ``row = prompt * n + sample``).
 
@@ -55,7 +55,7 @@ def rollout(agent, prompts: Sequence[Prompt], n: int, prompt_ids, prompt_mask, c
     ended it); log-probs outside it are zeroed, texts are decoded without EOS and padding and cut
     at the first stop string, and confidence is the mean log-prob of a row's own tokens. A row of
     ``max_new_tokens`` tokens that ends in neither an EOS nor a stop string was cut off
-    (``batch.truncated``).
+    (``batch.truncated``); 0: the cap is not known, and no row is called cut off.
     """
     import torch
 
