@@ -4,6 +4,7 @@ that hangs anyway must not outlive a Ctrl-C."""
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Callable, Hashable, Sequence
@@ -104,8 +105,13 @@ class BoundedVerifier:
             handler = previous[signum]
             if callable(handler):
                 handler(signum, frame)  # the run's: ask for a stop, say so
-            elif handler == signal.SIG_DFL and signum == signal.SIGINT:
+            elif handler == signal.SIG_IGN:
+                return
+            elif signum == signal.SIGINT:  # no handler of the run's (a verifier armed by hand): as Python does
                 raise KeyboardInterrupt
+            else:  # SIGTERM's default: end the process, as it would have
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
             if not self._in_call:
                 return
             if self._signalled is not None:  # asked twice: stop now
