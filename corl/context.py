@@ -276,14 +276,15 @@ class RunView(Protocol):
 @runtime_checkable
 class RegistryView(Protocol):
     """What ``corl_register_components`` is handed: where a plugin adds its components and sections
-    (the host's :class:`corl.plugins.Registry` is one). Registering the same kind and name twice,
-    an unknown kind, a non-attrs config class or a wrongly typed trait is a ``PluginError`` naming
-    the plugin."""
+    (the host's :class:`corl.registry.Registry` is one). A name may not hold ``:`` (a recipe can always
+    write ``<distribution>:<name>``); one the plugin registers twice, an unknown kind, a non-attrs
+    config class or a wrongly typed trait is a ``PluginError`` naming the plugin. A name a built-in or
+    another distribution also registers keeps both, and the bare name becomes ambiguous."""
 
     def add(self, kind: str, name: str, factory: Callable[..., Any], config_cls: type, help: str = "") -> None:
         """Register ``factory`` (called as ``factory(config, ctx)``) as the ``kind`` named ``name``;
         ``config_cls`` is its frozen attrs config class (its fields are the recipe keys); ``help`` is
-        the one line ``corl plugins`` shows. Traits are read off ``factory`` now (:func:`traits`)."""
+        the one line ``corl plugins`` shows. Traits are read off ``factory`` now (:func:`corl.traits.traits`)."""
 
     def add_section(self, name: str, config_cls: type, help: str = "") -> None:
         """Declare a top-level recipe section ``[name]`` validated against ``config_cls`` (its
