@@ -239,7 +239,6 @@ def build_registry(pm: PluginManager) -> Registry:
     registrations removed) and recorded; any other failure raises."""
     registry = Registry()
     registry.failed.update(pm.corl_failed)
-    registry.owners = dict(pm.corl_owners)
     external = set(pm.corl_dists)
     registry.external = {plugin_label(pm, name) for name in external}
     for impl in pm.hook.corl_register_components.get_hookimpls():  # registration order

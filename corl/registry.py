@@ -71,7 +71,6 @@ class Registry:
         self.failed: dict[str, str] = {}  # plugin -> why it was skipped (import or registration error)
         self.external: set[str] = set()  # plugins loaded through entry points (by the names messages use)
         self._said: set[str] = set()  # failed plugins whose reason a message already gave
-        self.owners: dict[str, str] = {}  # plugin name -> its distribution, for messages
 
     def add(self, kind: str, name: str, factory: Callable[..., Any], config_cls: type, help: str = "") -> None:
         who = f"plugin {self.current_plugin}"
@@ -157,13 +156,9 @@ class Registry:
         if self.failed:  # the reason once per registry (one command), then only the name
             said = self._said
             self._said = set(self.failed)
-            return "".join(f" (plugin {name!r} failed to load: " + (f"see above{self._of(name)})" if name in said else
-                                                                      f"{why})") for name, why in sorted(self.failed.items()))
+            return "".join(f" (plugin {name!r} failed to load" + (": see above)" if name in said else f": {why})")
+                           for name, why in sorted(self.failed.items()))
         return " (is the plugin package installed? see `corl plugins`)"
-
-    def _of(self, plugin: str) -> str:
-        owner = self.owners.get(plugin)
-        return f", distribution {owner}" if owner and owner != plugin else ""
 
     def collapse(self, problems: list[str]) -> list[str]:
         """A recipe's problems, those a plugin that failed to load explains said once: every key that

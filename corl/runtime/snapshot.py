@@ -101,11 +101,11 @@ def check_compatible(spec, path: Path, force: bool) -> None:
     state = checkpoint.read_state(path)
     changes = recipe_mod.differences(state["recipe"], recipe_mod.to_dict(spec), defaults=recipe_mod.defaults_of(spec))
     saved = state.get("objects", {})  # (a checkpoint of a run without objects has none)
-    for kind, given in spec.objects.items():
-        who = f"{kind}= object {given.cls}"
-        changes = [f"{who}: {change}" for change in recipe_mod.differences(saved.get(kind, {}), dict(given.settings),
-                                                                         ignore=())] + changes
+    objects = [f"{kind}= object {given.cls}: {change}" for kind, given in spec.objects.items()
+               for change in recipe_mod.differences(saved.get(kind, {}), dict(given.settings), ignore=())]
+    changes = objects + changes
     if changes and not force:
         shown = "; ".join(changes[:3]) + (f"; and {len(changes) - 3} more" if len(changes) > 3 else "")
-        raise CorlError(f"{path}: the recipe changed since this checkpoint ({shown}); resume with the same recipe "
-                        "and objects of the same settings, or pass --force (force=True)")
+        same = "the same recipe and objects of the same settings, or pass force=True" if objects else \
+            "the same recipe, or pass --force"
+        raise CorlError(f"{path}: the recipe changed since this checkpoint ({shown}); resume with {same}")

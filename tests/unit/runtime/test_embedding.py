@@ -223,7 +223,8 @@ def test_python_resume_compares_the_objects_settings_not_only_their_classes(tmp_
     recipe = fake_recipe(**{"run.steps": 1, "run.checkpoint_every": 1})
     corl.run(recipe, [f"run.output_dir={out}"], router=Warm(warmup=3))
     with pytest.raises(CorlError, match=r"the recipe changed since this checkpoint \(router= object Warm: warmup: 3 -> 5\)"
-                                        r"; resume with the same recipe and objects of the same settings") as refused:
+                                        r"; resume with the same recipe and objects of the same settings, or pass "
+                                        r"force=True") as refused:
         corl.run(str(out), ["run.steps=2"], router=Warm(warmup=5), resume=True)
     assert "\n" not in str(refused.value)
     assert corl.run(str(out), ["run.steps=2"], router=Warm(warmup=3), resume=True)["steps"] == 2
