@@ -8,8 +8,13 @@ In a ``conftest.py``: ``pytest_plugins = ["corl.testing"]``. Then:
 * :class:`FakePlugin`: a ``fake`` agent, sampler and optimizer, a tabular softmax policy per prompt
   over its right answer and a few wrong ones, updated by REINFORCE. No model, milliseconds a
   step, deterministic under the run's seed: routers, aggregators and observers can be tested
-  against a policy that really learns from their rewards;
-* :func:`context`: a ``Context`` for calling a factory by hand;
+  against a policy that really learns from their rewards; it answers in your task's alphabet when
+  told it (a ``vocabulary``, or ``FakePlugin(answers=...)``), in one token or several (``tokens``);
+* :func:`context`: a ``Context`` for calling a factory by hand (its ``ctx.build`` builds registered
+  components, for a wrapper under test); :func:`tiny_agent`: a real tiny language-model agent and the
+  context a sampler for it is built with (for ``conformance.check_sampler``);
+* :func:`interrupt_and_resume`: a run straight and the same run stopped after a checkpoint and
+  resumed, both outcomes (``conformance.check_resume`` asserts they are equal);
 * :func:`install_plugin` / the ``installed_plugin`` fixture: a plugin *distribution* made from
   source text and found through entry points, as ``pip install`` would, so that loading,
   allow-lists and broken packages can be tested (the ``broken_plugin`` fixture is one whose
