@@ -22,7 +22,7 @@ from corl.builtin.hf.backend.agent import HFAgent
 from corl.builtin.hf.backend.config import HFAgentConfig, HFSamplerConfig
 from corl.builtin.hf.backend.sampler import HFSampler
 from corl.builtin.tasks.word_problems import WordProblemsConfig, WordProblemsTask
-from corl.protocols import Context
+from corl.context import Context
 
 
 def main() -> None:

@@ -24,7 +24,7 @@ import torch
 from corl.builtin.hf.backend.agent import HFAgent
 from corl.builtin.hf.backend.sampler import HFSampler
 from corl.builtin.tasks.drills import DrillsConfig, DrillsTask, generate
-from corl.protocols import Context
+from corl.context import Context
 from corl.recipe import load_recipe
 
 THREADS = int(sys.argv.pop(sys.argv.index("--threads") + 1)) if "--threads" in sys.argv else 2

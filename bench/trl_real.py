@@ -65,8 +65,8 @@ class ParityTask:
 
 
 def build_task(spec, reward: str, seed: int):
+    from corl.context import Context
     from corl.plugins import build_registry, make_plugin_manager
-    from corl.protocols import Context
     from corl.runtime.build import Builder
 
     task = Builder(build_registry(make_plugin_manager()))("task", spec.task, Context(spec=spec, seed=seed))

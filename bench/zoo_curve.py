@@ -27,8 +27,8 @@ import torch
 from corl.builtin.hf.models import zoo
 from corl.builtin.hf.models.config import zoo_config_for
 from corl.builtin.hf.vision import zoo as vision_zoo
+from corl.context import Context
 from corl.plugins import build_registry, make_plugin_manager
-from corl.protocols import Context
 from corl.recipe.validate import load_recipe
 from corl.runtime.build import Builder
 

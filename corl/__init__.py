@@ -10,6 +10,7 @@ import os
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from corl.context import Context
 from corl.errors import ConfigError, CorlError, PluginError
 from corl.hookspecs import hookimpl
 from corl.protocols import (
@@ -17,13 +18,11 @@ from corl.protocols import (
     Aggregator,
     AnswerVerifier,
     CohortAggregator,
-    Context,
     Optimizer,
     RewardRouter,
     Sampler,
     Stateful,
     Task,
-    TokenBatch,
 )
 from corl.types import (
     Completion,
@@ -34,6 +33,7 @@ from corl.types import (
     Routed,
     StepMetrics,
     StepOutcome,
+    TokenBatch,
     Vote,
     VoteContext,
 )

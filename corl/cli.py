@@ -105,7 +105,8 @@ def cmd_plugins(args) -> int:
     components = [{"kind": c.kind, "name": c.name, "plugin": c.plugin, "help": c.help} for c in registry]
     sections = [{"name": s.name, "plugin": s.plugin, "help": s.help} for s in registry.sections()]
     if args.json:
-        print(json.dumps({"plugins": rows, "components": components, "sections": sections}, indent=2))
+        print(json.dumps({"plugins": rows, "components": components, "sections": sections,
+                          "ambiguous": registry.clash_lines()}, indent=2))
         return 0
     for row in rows:
         dist = f" ({row['distribution']} {row['version']})" if row["distribution"] else ""
@@ -116,6 +117,8 @@ def cmd_plugins(args) -> int:
         print(f"{c['kind']:<10} {c['name']:<14} {c['plugin']}  {c['help']}")
     for s in sections:
         print(f"{'section':<10} [{s['name']}]{'':<{max(0, 12 - len(s['name']))}} {s['plugin']}  {s['help']}")
+    for line in registry.clash_lines():  # names two plugins share: a recipe qualifies them
+        print(f"ambiguous: {line}")
     return 0
 
 

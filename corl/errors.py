@@ -42,7 +42,7 @@ class Interrupted(CorlError):
 
 
 class Stopping(BaseException):
-    """Not an error: raised at a :meth:`corl.types.StopToken.check` to abandon work after a signal
+    """Not an error: raised at a :meth:`corl.context.StopToken.check` to abandon work after a signal
     (like ``KeyboardInterrupt``, it passes ``except Exception``). The run turns it into
     :class:`Interrupted` once the completed steps are saved."""
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pluggy
 
-from corl.protocols import RegistryView, RunView  # (the contract: nothing heavy; typing.get_type_hints reads them)
+from corl.context import RegistryView, RunView
 from corl.types import Completion, StepMetrics, StepOutcome
 
 hookspec = pluggy.HookspecMarker("corl")
@@ -17,14 +17,14 @@ hookimpl = pluggy.HookimplMarker("corl")  # beside the specs, as llm does: a plu
 
 @hookspec
 def corl_register_components(registry: RegistryView) -> None:
-    """Add component factories to ``registry`` (a :class:`corl.protocols.RegistryView`; the host's
+    """Add component factories to ``registry`` (a :class:`corl.context.RegistryView`; the host's
     :class:`corl.plugins.Registry`).
 
     Call ``registry.add(kind, name, factory, config_cls, help=...)`` once per component.
     ``kind`` is one of ``task``, ``agent``, ``sampler``, ``aggregator``, ``router``,
     ``optimizer``, ``observer``, ``shaping``; ``config_cls`` is a frozen attrs class whose fields are the
     component's recipe keys. Optional capabilities are class attributes of the factory
-    (:data:`corl.protocols.TRAITS`). ``registry.add_section(name, config_cls)`` declares a
+    (:data:`corl.traits.TRAITS`). ``registry.add_section(name, config_cls)`` declares a
     top-level recipe section the plugin owns (the hf backend's ``[zoo]``), read by its components
     as ``ctx.section(name)``.
     """
@@ -34,7 +34,7 @@ def corl_register_components(registry: RegistryView) -> None:
 def corl_on_run_start(run: RunView) -> None:
     """Called once the run's components are built, before the first evaluation.
 
-    ``run`` is a :class:`corl.protocols.RunView`: ``run.spec``, ``run.agents``, ``run.output_dir``,
+    ``run`` is a :class:`corl.context.RunView`: ``run.spec``, ``run.agents``, ``run.output_dir``,
     ``run.start_step`` (non-zero when resumed), ``run.request_stop(reason)``.
     """
 

@@ -1,6 +1,4 @@
-"""The per-run plugin manager and the component registry it fills.
-
-(Just over 300 lines: loading, the registry and the failure records one `corl plugins` shows.)
+"""The per-run plugin manager, which fills a component registry (:mod:`corl.registry`).
 
 Built-ins and third-party packages register through the same hook. Entry points of the ``corl``
 group load automatically unless ``CORL_DISABLE_PLUGIN_AUTOLOAD`` is set to a true value;
@@ -12,6 +10,7 @@ one broken package never breaks every command.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import importlib.metadata
 import os
@@ -19,12 +18,19 @@ import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import attrs
 import pluggy
 
 from corl import hookspecs
-from corl.errors import ConfigError, CorlError, PluginError
-from corl.protocols import traits
+from corl.errors import CorlError, PluginError
+from corl.registry import (  # noqa: F401 - the registry's names, re-exported where they were
+    AUTOLOAD_ENV,
+    BUILTIN_QUALIFIER,
+    CORE_SECTIONS,
+    KINDS,
+    Component,
+    Registry,
+    Section,
+)
 
 #: Built-in plugin modules, registered exactly like third-party plugins.
 BUILTIN_PLUGINS = (
@@ -43,109 +49,8 @@ BUILTIN_PLUGINS = (
     "corl.builtin.observers",
     "corl.builtin.early_stop",
 )
-KINDS = ("task", "agent", "sampler", "aggregator", "router", "optimizer", "observer", "shaping")
-#: Recipe sections of the host itself; plugins may declare more (``registry.add_section``).
-CORE_SECTIONS = ("run", "task", "agents", "voting", "topology", "eval", "observers", "shaping")
 ENTRY_POINT_GROUP = "corl"
-AUTOLOAD_ENV = "CORL_DISABLE_PLUGIN_AUTOLOAD"
 ALLOW_ENV = "CORL_PLUGINS"
-
-#: An alias of :data:`corl.hookspecs.hookimpl` (the marker lives beside the specs), kept for plugins
-#: that import it from here.
-hookimpl = hookspecs.hookimpl
-
-
-@attrs.frozen
-class Component:
-    kind: str
-    name: str
-    factory: Callable[..., Any]
-    config_cls: type
-    plugin: str
-    help: str = ""
-    traits: Any = None  # the factory's declared traits (corl.protocols.TRAITS), for kinds that have them
-
-
-@attrs.frozen
-class Section:
-    name: str
-    config_cls: type
-    plugin: str
-    help: str = ""
-
-
-class Registry:
-    """Component factories by kind and name, and plugin-owned recipe sections, filled by
-    ``corl_register_components`` (the :class:`corl.protocols.RegistryView` a plugin is handed)."""
-
-    def __init__(self) -> None:
-        self._items: dict[tuple[str, str], Component] = {}
-        self._sections: dict[str, Section] = {}
-        self.current_plugin = "?"
-        self.failed: dict[str, str] = {}  # plugin -> why it was skipped (import or registration error)
-        self.external: set[str] = set()  # plugins loaded through entry points (by the names messages use)
-        self._said: set[str] = set()  # failed plugins whose reason a message already gave
-
-    def add(self, kind: str, name: str, factory: Callable[..., Any], config_cls: type, help: str = "") -> None:
-        who = f"plugin {self.current_plugin}"
-        if kind not in KINDS:
-            raise PluginError(f"{who}: unknown component kind {kind!r}; kinds: {', '.join(KINDS)}")
-        if not isinstance(name, str) or not name:
-            raise PluginError(f"{who}: a {kind} needs a non-empty string name, got {name!r}")
-        if not callable(factory):
-            raise PluginError(f"{who}: the factory of {kind} {name!r} is not callable: {factory!r}")
-        if not attrs.has(config_cls):
-            raise PluginError(f"{who}: config of {kind} {name!r} must be an attrs class")
-        if (kind, name) in self._items:
-            other = self._items[kind, name].plugin
-            hint = (f" (an installed distribution, loaded through its entry point; to test another copy of it, "
-                    f"load only the plugins you pass: corl.testing.run_tiny does by default, or set "
-                    f"{AUTOLOAD_ENV}=1)" if other in self.external and self.current_plugin not in self.external else "")
-            raise PluginError(f"{who}: {kind} {name!r} is already registered by {other}{hint}")
-        try:
-            declared = traits(kind, factory)
-        except TypeError as exc:
-            raise PluginError(f"{who}: {kind} {name!r}: {exc}") from None
-        self._items[kind, name] = Component(kind, name, factory, config_cls, self.current_plugin, help, declared)
-
-    def add_section(self, name: str, config_cls: type, help: str = "") -> None:
-        """Declare top-level recipe section ``[name]``, validated against ``config_cls`` (its
-        defaults apply when a recipe leaves it out); components read it as ``ctx.section(name)``."""
-        who = f"plugin {self.current_plugin}"
-        if name in CORE_SECTIONS:
-            raise PluginError(f"{who}: section [{name}] belongs to corl itself")
-        if name in self._sections:
-            raise PluginError(f"{who}: section [{name}] is already declared by {self._sections[name].plugin}")
-        if not attrs.has(config_cls):
-            raise PluginError(f"{who}: config of section [{name}] must be an attrs class")
-        self._sections[name] = Section(name, config_cls, self.current_plugin, help)
-
-    def get(self, kind: str, name: str) -> Component:
-        try:
-            return self._items[kind, name]
-        except KeyError:
-            raise ConfigError(f"unknown {kind} {name!r}; available: {', '.join(self.names(kind))}{self.hint()}") from None
-
-    def has(self, kind: str, name: str) -> bool:
-        return (kind, name) in self._items
-
-    def names(self, kind: str) -> list[str]:
-        return sorted(n for k, n in self._items if k == kind)
-
-    def sections(self) -> list[Section]:
-        return sorted(self._sections.values(), key=lambda s: s.name)
-
-    def hint(self) -> str:
-        """What to say after an unknown name: plugins that failed, else how to check what is installed."""
-        if self.failed:  # the reason once per registry (one command), then only the name
-            said = self._said
-            self._said = set(self.failed)
-            return "".join(f" (plugin {name!r} failed to load" + (": see above)" if name in said else f": {why})")
-                           for name, why in sorted(self.failed.items()))
-        return " (is the plugin package installed? see `corl plugins`)"
-
-    def __iter__(self):
-        return iter(sorted(self._items.values(), key=lambda c: (c.kind, c.name)))
 
 
 def _true(value: str | None) -> bool:
@@ -161,6 +66,7 @@ class PluginManager(pluggy.PluginManager):
         self.add_hookspecs(hookspecs)
         self.corl_failed: dict[str, str] = {}  # plugin name -> one line on why it was skipped
         self.corl_dists: dict[str, tuple[str, str]] = {}  # plugin name -> (distribution name, version)
+        self.corl_owners: dict[str, str] = {}  # plugin name -> the distribution it belongs to (entry point or module)
         self.corl_registry: Registry | None = None  # built once, on first use
 
 
@@ -180,8 +86,26 @@ def make_plugin_manager(plugins: Iterable[Any] = (), autoload: bool | None = Non
     for plugin in plugins:
         if pm.is_registered(plugin):  # the very module an entry point loaded (a plugin's own tests pass it too)
             continue
-        register(pm, plugin, _plugin_name(pm, plugin))
+        name = _plugin_name(pm, plugin)
+        owner = _distribution_of(plugin)
+        if owner:  # a distribution's module passed in (its own tests): named and qualified as installed
+            pm.corl_owners[name] = owner
+        register(pm, plugin, name)
     return pm
+
+
+def _distribution_of(plugin: Any) -> str | None:
+    """The installed distribution a plugin module belongs to (None for any other object)."""
+    if not isinstance(plugin, types.ModuleType):
+        return None
+    top = plugin.__name__.partition(".")[0]
+    names = importlib.metadata.packages_distributions().get(top, [])
+    if len(names) != 1 or top == "corl":
+        return None
+    try:
+        return importlib.metadata.distribution(names[0]).metadata["name"] or names[0]
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def _allowed() -> set[str] | None:
@@ -201,29 +125,33 @@ def _load_entry_points(pm: PluginManager) -> None:
             if allowed is not None and ep.name not in allowed and dist_name not in allowed:
                 continue
             pm.corl_dists[ep.name] = (dist_name, dist.version)
+            pm.corl_owners[ep.name] = dist_name
             try:
                 plugin = ep.load()
-                register(pm, plugin, ep.name)
+                register(pm, plugin, ep.name, f"distribution {dist_name} (entry point {ep.name!r})")
             except Exception as exc:  # noqa: BLE001 - a broken package is reported by name and skipped
                 if pm.has_plugin(ep.name):
                     pm.unregister(name=ep.name)
-                pm.corl_failed[ep.name] = f"{type(exc).__name__}: {_first_line(exc)} (distribution {dist_name})"
+                pm.corl_failed[ep.name] = (f"PluginError: {exc}" if isinstance(exc, PluginError) else
+                                           f"{type(exc).__name__}: {_first_line(exc)} (distribution {dist_name})")
 
 
-def register(pm: pluggy.PluginManager, plugin: Any, name: str) -> None:
+def register(pm: pluggy.PluginManager, plugin: Any, name: str, who: str | None = None) -> None:
     """Register ``plugin`` under ``name`` and validate its hooks now: a misspelled hook, a wrong
-    argument name, or a ``corl_*`` function without ``@corl.hookimpl`` is an error naming it."""
+    argument name, or a ``corl_*`` function without ``@corl.hookimpl`` is an error naming it (as
+    ``who`` says, e.g. ``plugin corl-gspo``; by default ``plugin 'NAME'``)."""
+    who = who or f"plugin {name!r}"
     unmarked = [attr for attr in dir(plugin) if attr.startswith("corl_") and callable(getattr(plugin, attr, None))
                 and pm.parse_hookimpl_opts(plugin, attr) is None]
     if unmarked:
-        raise PluginError(f"plugin {name!r}: {unmarked[0]} is not marked with @corl.hookimpl, so corl would never call it")
+        raise PluginError(f"{who}: {unmarked[0]} is not marked with @corl.hookimpl, so corl would never call it")
     try:
         pm.register(plugin, name=name)
         pm.check_pending()
     except (pluggy.PluginValidationError, ValueError) as exc:
         if pm.has_plugin(name):
             pm.unregister(name=name)
-        raise PluginError(f"plugin {name!r}: {_hook_problem(pm, exc)}") from None
+        raise PluginError(f"{who}: {_hook_problem(pm, exc)}") from None
 
 
 def _hook_problem(pm: pluggy.PluginManager, exc: Exception) -> str:
@@ -315,7 +243,10 @@ def build_registry(pm: PluginManager) -> Registry:
     registry.external = {plugin_label(pm, name) for name in external}
     for impl in pm.hook.corl_register_components.get_hookimpls():  # registration order
         registry.current_plugin = plugin_label(pm, impl.plugin_name)
-        before = (dict(registry._items), dict(registry._sections))
+        registry.current_qualifier = (BUILTIN_QUALIFIER if impl.plugin_name in BUILTIN_PLUGINS else
+                                      pm.corl_owners.get(impl.plugin_name))
+        before = copy.copy(registry.__dict__)
+        before = {k: copy.copy(v) for k, v in before.items()}
         try:
             impl.function(registry=registry)
         except Exception as exc:  # noqa: BLE001
@@ -324,17 +255,17 @@ def build_registry(pm: PluginManager) -> Registry:
                     raise
                 raise PluginError(f"plugin {impl.plugin_name!r}: corl_register_components failed: "
                                   f"{type(exc).__name__}: {_first_line(exc)}") from exc
-            registry._items, registry._sections = before
-            registry.failed[impl.plugin_name] = f"corl_register_components failed: {_first_line(exc)}"
-    registry.current_plugin = "?"
+            registry.__dict__.update(before)  # its partial registrations removed
+            registry.failed[impl.plugin_name] = (f"corl_register_components failed: {_first_line(exc)} "
+                                                 f"(distribution {pm.corl_owners[impl.plugin_name]})")
+    registry.current_plugin, registry.current_qualifier = "?", None
     return registry
 
 
 def plugin_label(pm: PluginManager, name: str) -> str:
-    """How messages name a plugin: an entry point by the distribution users install (``corl-gspo``),
-    a built-in or an object passed in by its own name."""
-    dist = pm.corl_dists.get(name)
-    return dist[0] if dist else name
+    """How messages name a plugin: by the distribution users install (``corl-gspo``), whether its
+    entry point loaded it or its module was passed in; a built-in or another object by its own name."""
+    return pm.corl_owners.get(name, name)
 
 
 def describe(pm: PluginManager) -> list[dict[str, Any]]:

@@ -29,7 +29,7 @@ from typing import Any
 
 from corl.errors import ConfigError, CorlError, PluginError
 from corl.hookspecs import hookimpl
-from corl.protocols import traits
+from corl.traits import traits
 from corl.types import NoConfig, Rollout
 
 

@@ -1,16 +1,13 @@
-"""Plain data that flows through a Co-RL step, and the run-side objects a component's context holds
-(its group of ranks, the stop token, what to release). No torch here: this is the contract."""
+"""Plain data that flows through a Co-RL step: prompts, votes, pseudo-labels, rollouts and the token
+batch they carry, what a router and a step decide. The bottom of the contract: it imports nothing
+else of corl, and no torch."""
 
 from __future__ import annotations
 
-import contextlib
-import logging
-from collections.abc import Hashable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
-
-from corl.errors import Stopping
 
 
 @attrs.frozen
@@ -65,13 +62,35 @@ class PseudoLabel:
     counts: Mapping[Hashable, float]  # weight per answer group, keyed by each group's representative
 
 
+@runtime_checkable
+class TokenBatch(Protocol):
+    """The token-level payload a sampler hands an optimizer (``Rollout.batch``): what was sampled,
+    token by token, with the behaviour policy's log-probs. A sampler that trains an agent builds one;
+    an optimizer reads these fields and nothing else of it; the agent that sampled it scores it again
+    (:meth:`corl.protocols.Agent.token_logprobs`). The run itself only selects rows (:meth:`select`).
+
+    Rows are prompt-major: row ``p * n + s`` is sample ``s`` of prompt ``p`` (``n`` = the rollout's
+    samples per prompt), in the rollout's prompt order. Tensors are ``[R, T]``, ``T`` the longest
+    completion; the built-in hf batch also carries the prompt tokens its agent reads."""
+
+    completion_ids: Any  # [R, T] int64: the sampled tokens, padding after each row's end
+    completion_mask: Any  # [R, T]: 1 on a row's own tokens, up to and including the EOS (or stop token) that ended it
+    old_logprobs: Any  # [R, T] float32: sampling-time log-probs of completion_ids at `temperature` (0 outside the mask)
+    temperature: float  # the temperature the tokens were drawn at; token_logprobs recomputes at it (ratio 1 on-policy)
+    truncated: Any  # [R] bool: the row reached max_new_tokens without an EOS or stop token (cut off, not ended)
+    max_new_tokens: int  # the sampler's cap on a row's completion tokens (an overlong penalty reads it)
+
+    def select(self, rows: Sequence[int]) -> TokenBatch:
+        """The batch of these rows, in this order (the run drops prompts a router skipped)."""
+
+
 @attrs.frozen
 class Rollout:
     """An agent's samples for a batch of prompts, prompt-major: ``texts[p][s]``.
 
-    ``batch`` is the token-level payload the agent and its optimizer read, a
-    :class:`corl.protocols.TokenBatch` (token ids, mask, sampling-time log-probs; rows prompt-major,
-    ``p * n + s``); the run only selects its rows (:meth:`select`).
+    ``batch`` is the token-level payload the agent and its optimizer read, a :class:`TokenBatch`
+    (token ids, mask, sampling-time log-probs; rows prompt-major, ``p * n + s``); the run only
+    selects its rows (:meth:`select`). None for a sampler that trains nothing (a frozen judge's).
     """
 
     agent: str
@@ -79,7 +98,7 @@ class Rollout:
     texts: tuple[tuple[str, ...], ...]
     lengths: tuple[tuple[int, ...], ...]  # completion tokens, EOS included
     confidences: tuple[tuple[float, ...], ...]  # mean sampling-time log-prob per completion
-    batch: Any = None  # a corl.protocols.TokenBatch (types imports nothing of the contract)
+    batch: TokenBatch | None = None
 
     @property
     def n(self) -> int:
@@ -129,30 +148,6 @@ class Routed:
     targets: Mapping[str, Sequence[PseudoLabel | None]] = attrs.field(factory=dict)
     skipped: Mapping[str, Sequence[bool]] = attrs.field(factory=dict)
     metrics: Mapping[str, Mapping[str, float]] = attrs.field(factory=dict)
-
-    # Until 0.3: a built-in router's route() returned the plain {agent: rewards} mapping, and a
-    # router that wraps one may still index its result; read .rewards instead.
-    def _legacy(self) -> Mapping[str, Sequence[Sequence[float]]]:
-        import warnings
-
-        warnings.warn("a router's route() returns corl.Routed: read its .rewards (indexing it directly is "
-                      "deprecated and goes in corl 0.3)", DeprecationWarning, stacklevel=3)
-        return self.rewards
-
-    def __getitem__(self, agent: str) -> Sequence[Sequence[float]]:
-        return self._legacy()[agent]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._legacy())
-
-    def __len__(self) -> int:
-        return len(self._legacy())
-
-    def keys(self):
-        return self._legacy().keys()
-
-    def items(self):
-        return self._legacy().items()
 
 
 @attrs.frozen
@@ -205,104 +200,3 @@ class StepMetrics:
     step: int
     agents: Mapping[str, Mapping[str, float]]
     seconds: float
-
-
-class OneRank:
-    """The ranks that hold an agent, as its agent and optimizer see them (``ctx.group``): here one,
-    nothing to reduce. Several ranks get a real group from the run (corl.runtime.groups).
-
-    An agent on several ranks is sharded by a sharding engine over :meth:`mesh` (the ``hf`` agent:
-    PyTorch FSDP2), which reduces its gradients; the optimizer adds up token counts with :meth:`sum`
-    and agrees on loop counts with :meth:`max` (a sharded model's forward and backward passes are
-    collective: every rank of the group runs as many as the others)."""
-
-    size = 1
-    rank = 0  # this process's position in the group (0 writes the files the group shares)
-
-    def sum(self, values: Sequence[float]) -> list[float]:
-        """Element-wise sum of small per-rank numbers over the group."""
-        return [float(v) for v in values]
-
-    def max(self, values: Sequence[float]) -> list[float]:
-        """Element-wise maximum of small per-rank numbers over the group."""
-        return [float(v) for v in values]
-
-    def mesh(self, device_type: str) -> Any:
-        """A torch ``DeviceMesh`` over the group's ranks for a sharding engine (``"cpu"`` or
-        ``"cuda"``); None outside a run, which builds none."""
-        return None
-
-
-class StopToken:
-    """How a run asks its components to stop early, on SIGINT or SIGTERM (``ctx.stop``).
-
-    A component's long loops (a warm-start's steps, a sampler's batches and decode steps) call
-    :meth:`check` between units of work. While the run is in work it can abandon (building its
-    agents, an evaluation), a requested stop raises :class:`corl.errors.Stopping` there and the run
-    saves its last completed step; elsewhere (a training step, a checkpoint write) ``check`` returns
-    and the run stops at its next safe point. Components must let ``Stopping`` pass.
-    """
-
-    def __init__(self) -> None:
-        self.signal: int | None = None  # the first signal asked for
-        self.count = 0  # signals received
-        self._abandonable = False
-
-    def request(self, signum: int) -> None:
-        """Ask for a stop (the run's signal handler calls this)."""
-        self.count += 1
-        if self.signal is None:
-            self.signal = signum
-
-    @property
-    def requested(self) -> bool:
-        return self.signal is not None
-
-    def check(self) -> None:
-        """Raise :class:`corl.errors.Stopping` if a stop was asked for and the work may be abandoned."""
-        if self.signal is not None and self._abandonable:
-            raise Stopping(self.signal)
-
-    @contextlib.contextmanager
-    def abandonable(self, allowed: bool = True) -> Iterator[None]:
-        """The run's side: work in this block may be abandoned at a :meth:`check` (when ``allowed``)."""
-        before, self._abandonable = self._abandonable, allowed
-        try:
-            yield
-        finally:
-            self._abandonable = before
-
-
-class Closers:
-    """What a run releases when it ends (:meth:`Context.on_close`): engine processes, open files."""
-
-    def __init__(self) -> None:
-        self._fns: list[Any] = []
-
-    def add(self, fn: Any) -> None:
-        self._fns.append(fn)
-
-    def close(self, log: Any = None) -> None:
-        """Call each function once, the last added first; one that raises is logged, not fatal: the
-        others still run, and the error that ended the run (if any) stays the one reported."""
-        while self._fns:
-            fn = self._fns.pop()
-            try:
-                fn()
-            except Exception as exc:  # noqa: BLE001 - releasing must not hide the run's own outcome
-                (log or logging.getLogger("corl").warning)(f"while closing {getattr(fn, '__qualname__', fn)}: "
-                                                           f"{type(exc).__name__}: {exc}")
-
-
-def __getattr__(name: str) -> Any:
-    """``corl.types.Context``, a deprecated name: the Context moved to :mod:`corl.protocols`, whose
-    protocols type its fields. That module imports this one, so the old name is looked up lazily
-    (an import here would be a cycle in the contract) and warns."""
-    if name == "Context":
-        import importlib
-        import warnings
-
-        warnings.warn("corl.types.Context moved to corl.protocols.Context; import corl.Context",
-                      DeprecationWarning, stacklevel=2)
-        return importlib.import_module("corl.protocols").Context
-    raise AttributeError(f"module 'corl.types' has no attribute {name!r}")

@@ -12,8 +12,9 @@ from typing import Literal
 
 import attrs
 
+from corl.context import Context
 from corl.hookspecs import hookimpl
-from corl.protocols import AnswerVerifier, Context
+from corl.protocols import AnswerVerifier
 from corl.types import PseudoLabel, Vote, VoteContext
 
 TieBreak = Literal["random", "none"]
@@ -84,7 +85,7 @@ class MajorityVote:
         self.config, self.seed = config, ctx.seed if ctx is not None else 0  # ties break by the run's seed
 
     def aggregate(self, votes: Sequence[Sequence[Vote]], verifier: AnswerVerifier,
-                  context: VoteContext | None = None) -> list[PseudoLabel]:
+                  context: VoteContext) -> list[PseudoLabel]:
         return [weighted_label(vs, [1.0] * len(vs), verifier, self.config.tie_break, self.seed, self.config.min_share)
                 for vs in votes]
 
@@ -118,7 +119,7 @@ class WeightedVote:
         return [[consistency[v.agent] for v in vs] for vs in votes]
 
     def aggregate(self, votes: Sequence[Sequence[Vote]], verifier: AnswerVerifier,
-                  context: VoteContext | None = None) -> list[PseudoLabel]:
+                  context: VoteContext) -> list[PseudoLabel]:
         weights = self._weights(votes, verifier)
         return [weighted_label(vs, ws, verifier, self.config.tie_break, self.seed, self.config.min_share)
                 for vs, ws in zip(votes, weights)]
@@ -220,7 +221,7 @@ class ReliabilityVote:
         return {a: {"reliability": pi[a], "reliability_weight": self._weight(pi[a], typical)} for a in names}
 
     def aggregate(self, votes: Sequence[Sequence[Vote]], verifier: AnswerVerifier,
-                  context: VoteContext | None = None) -> list[PseudoLabel]:
+                  context: VoteContext) -> list[PseudoLabel]:
         pi = self.reliability()
         out = []
         for vs in votes:

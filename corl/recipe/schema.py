@@ -187,20 +187,62 @@ class ShapingSpec:
 class GivenObject:
     """A component an embedding program handed to ``corl.run`` as a ready object (``task=``,
     ``aggregator=``, ``router=``), as ``recipe.json`` and checkpoints record it in place of the
-    recipe's table: its class, and the name it can be imported by where there is one (None for a
-    class of ``__main__`` or one defined inside a function)."""
+    recipe's table: its class, the name it can be imported by where there is one (None for a
+    class of ``__main__`` or one defined inside a function). Its settings (:func:`settings_of`) go in
+    the run's checkpoints, which a resume compares as the CLI compares a recipe's keys."""
 
     cls: str
     import_path: str | None = None
+    settings: Mapping[str, Any] = attrs.field(factory=dict)
 
     @classmethod
     def of(cls, obj: Any) -> GivenObject:
         kind = type(obj)
         importable = kind.__module__ != "__main__" and "<locals>" not in kind.__qualname__
-        return cls(kind.__qualname__, f"{kind.__module__}:{kind.__qualname__}" if importable else None)
+        return cls(kind.__qualname__, f"{kind.__module__}:{kind.__qualname__}" if importable else None,
+                   settings_of(obj))
 
     def record(self) -> dict[str, Any]:
         return {"object": self.cls, "import": self.import_path}
+
+
+#: the most items of a list setting that is recorded (longer ones are data, not settings)
+_SETTING_ITEMS = 32
+
+
+def settings_of(obj: Any) -> dict[str, Any]:
+    """What an object's settings are, for comparing two objects of one class: its attrs fields (an
+    attrs object), else its public attributes; of each, plain values (numbers, strings, short lists
+    of them) and attrs configs as tables (``{"warmup": 3, "config": {"seed": 99}}``). Data and
+    handles (a list of prompts, a model) are left out."""
+    if attrs.has(type(obj)):
+        items = attrs.asdict(obj, recurse=False)
+    else:
+        try:
+            items = dict(vars(obj))
+        except TypeError:  # no __dict__ (slots, a builtin)
+            return {}
+    out = {}
+    for name, value in items.items():
+        plain = _plain_setting(value)
+        if not name.startswith("_") and plain is not _NOT_PLAIN:
+            out[name] = plain
+    return out
+
+
+_NOT_PLAIN = object()
+
+
+def _plain_setting(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)) and len(value) <= _SETTING_ITEMS:
+        items = [_plain_setting(v) for v in value]
+        return _NOT_PLAIN if any(v is _NOT_PLAIN for v in items) else items
+    if attrs.has(type(value)) and not isinstance(value, type):
+        table = {k: _plain_setting(v) for k, v in attrs.asdict(value, recurse=False).items()}
+        return {k: v for k, v in table.items() if v is not _NOT_PLAIN}
+    return _NOT_PLAIN
 
 
 #: the recipe section of each component kind an embedding program may hand in as an object

@@ -20,7 +20,6 @@ import attrs
 from corl import rewards
 from corl.errors import ConfigError, PluginError
 from corl.plugins import CORE_SECTIONS, Registry
-from corl.protocols import ModelFacts, RecipeFacts, RouterTraits, declared_config, traits
 from corl.recipe.resume import recorded_objects, resume_from_python
 from corl.recipe.schema import (
     DEFAULT_TYPES,
@@ -37,6 +36,7 @@ from corl.recipe.schema import (
     VotingSpec,
 )
 from corl.recipe.structure import Errors, join, structure
+from corl.traits import ModelFacts, RecipeFacts, RouterTraits, declared_config, traits
 from corl.types import NoConfig
 
 IMPORT_PATHS_ENV = "CORL_ALLOW_IMPORT_PATHS"
@@ -60,9 +60,11 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
     data = _objects_given_again(data, run, objects)
     ev = structure(EvalSection, data.get("eval", {}), "eval", errors)
     own = {name: structure(s.config_cls, data.get(name, {}), name, errors) for name, s in sections.items()}
-    task = _component(registry, "task", data.get("task"), "task", errors)
-    topology = _component(registry, "router", data.get("topology"), "topology", errors)
-    aggregator, voting = _voting(registry, data.get("voting", {}), errors)
+    # a component handed in as an object replaces its table, which is then not looked up in the registry
+    task = GIVEN if "task" in objects else _component(registry, "task", data.get("task"), "task", errors)
+    topology = GIVEN if "router" in objects else _component(registry, "router", data.get("topology"), "topology",
+                                                             errors)
+    aggregator, voting = _voting(registry, data.get("voting", {}), errors, "aggregator" in objects)
     agents, raw_agents = _agents(registry, data.get("agents"), errors)
     if task is not None and None not in own.values():
         _check_agents(registry, task, agents, raw_agents, own, errors)
@@ -73,22 +75,21 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
     if run is not None:
         for i, name in enumerate(run.observers):
             if not registry.has("observer", name):
-                errors.add(f"run.observers[{i}]", f"unknown observer {name!r}; available: "
-                                                  f"{', '.join(registry.names('observer'))}{registry.hint()}")
+                errors.add(f"run.observers[{i}]", registry.unknown("observer", name))
         _check_plugins(run.plugins, distributions, registry, errors)
     observers = _observer_tables(registry, data.get("observers", {}), errors)
     if run is not None:
         _check_untabled_observers(registry, run.observers, {c.type for c in observers}, data.get("observers"), errors)
     shaping = _shaping(registry, data.get("shaping", []), run, errors)
     if errors:
-        raise ConfigError(*errors)
+        raise ConfigError(*registry.collapse(errors))  # a plugin that failed to load, said once
     return RunSpec(run=run, task=task, agents=tuple(agents), voting=VotingSpec(aggregator, voting.n_votes, voting.n_train),
                    topology=topology, eval=ev, source=source, observers=observers, shaping=shaping, sections=own)
 
 
 def data_problems(spec: RunSpec, registry: Registry, rows: int) -> list[str]:
     """What the task's data holds wrong in the first ``rows`` rows of each file (``corl validate``), through
-    the task's declared ``check_data`` (:class:`~corl.protocols.TaskTraits`): the lines building the task would
+    the task's declared ``check_data`` (:class:`~corl.traits.TaskTraits`): the lines building the task would
     give, without a model or torch. A task that declares no check has none."""
     task = spec.task
     declared = declared_traits(registry, "task", task)
@@ -97,8 +98,17 @@ def data_problems(spec: RunSpec, registry: Registry, rows: int) -> list[str]:
     return list(declared.check_data(task.config, spec.source, rows))
 
 
+def _handed_in(config: Any, ctx: Any) -> Any:
+    raise RuntimeError("this component was handed to corl.run as an object; the run uses that object")
+
+
+#: a component an embedding program hands to ``corl.run`` as an object, in place of its recipe table:
+#: its traits are its own (read off the object when it is handed in), its table is not validated
+GIVEN = ComponentSpec("<object>", None, factory=_handed_in)
+
+
 def declared_traits(registry: Registry, kind: str, component: ComponentSpec) -> Any:
-    """What a chosen component's factory declares (its :data:`~corl.protocols.TRAITS` class)."""
+    """What a chosen component's factory declares (its :data:`~corl.traits.TRAITS` class)."""
     if component.factory is not None:  # an import path: read off the factory itself
         return traits(kind, component.factory)
     return registry.get(kind, component.type).traits
@@ -110,7 +120,7 @@ def router_traits(registry: Registry, topology: ComponentSpec) -> RouterTraits:
 
 
 def model_facts(registry: Registry, agent: AgentSpec) -> ModelFacts:
-    """What agent ``agent``'s type says of its model (:class:`~corl.protocols.AgentTraits`
+    """What agent ``agent``'s type says of its model (:class:`~corl.traits.AgentTraits`
     ``describe``): for messages and placement, never read off an agent type's own keys."""
     declared = declared_traits(registry, "agent", agent.agent)
     if declared.describe is None:
@@ -118,7 +128,7 @@ def model_facts(registry: Registry, agent: AgentSpec) -> ModelFacts:
     facts = declared.describe(agent.agent.config)
     if not isinstance(facts, ModelFacts):
         raise PluginError(f"agent {agent.agent.type!r}: its describe trait returned {type(facts).__name__}, "
-                          "not a corl.protocols.ModelFacts")
+                          "not a corl.traits.ModelFacts")
     return facts
 
 
@@ -158,8 +168,8 @@ def _check_router(declared: RouterTraits, topology: ComponentSpec, run: RunSecti
 
 def _check_agents(registry: Registry, task: ComponentSpec, agents: list[AgentSpec], raw_agents: list[Any],
                   sections: Mapping[str, Any], errors: Errors) -> None:
-    """Each agent's own cross-checks (:class:`~corl.protocols.AgentTraits`) against the task's
-    declared splits (:class:`~corl.protocols.TaskTraits`) and the plugin sections."""
+    """Each agent's own cross-checks (:class:`~corl.traits.AgentTraits`) against the task's
+    declared splits (:class:`~corl.traits.TaskTraits`) and the plugin sections."""
     declared = declared_traits(registry, "task", task)
     facts = RecipeFacts(task.type, lambda split: declared.missing_split(task.config, split) if declared.missing_split
                         else None, sections)
@@ -187,8 +197,10 @@ def _host(cls: type, data: Any, path: str, errors: Errors) -> Any:
     return structure(cls, {k: v for k, v in data.items() if k in names}, path, errors)
 
 
-def _voting(registry: Registry, data: Any, errors: Errors) -> tuple[ComponentSpec | None, VotingKeys | None]:
-    aggregator = _component(registry, "aggregator", data, "voting", errors, skip=host_keys(VotingKeys))
+def _voting(registry: Registry, data: Any, errors: Errors,
+            given: bool = False) -> tuple[ComponentSpec | None, VotingKeys | None]:
+    aggregator = GIVEN if given else _component(registry, "aggregator", data, "voting", errors,
+                                                skip=host_keys(VotingKeys))
     return aggregator, _host(VotingKeys, data, "voting", errors)
 
 
@@ -234,11 +246,10 @@ def _component(registry: Registry, kind: str, data: Any, path: str, errors: Erro
         errors.add(path, f"expected a table, got {data!r}")
         return None
     name = data.get(type_key, DEFAULT_TYPES.get(kind))
-    if isinstance(name, str) and ":" in name:
+    if isinstance(name, str) and ":" in name and not registry.has(kind, name):  # not "<distribution>:<name>"
         return _import_path_component(name, data, join(path, type_key), errors, (type_key, *skip), kind)
     if not isinstance(name, str) or not registry.has(kind, name):
-        errors.add(join(path, type_key),
-                   f"unknown {kind} {name!r}; available: {', '.join(registry.names(kind))}{registry.hint()}")
+        errors.add(join(path, type_key), registry.unknown(kind, name))  # unknown, or ambiguous between plugins
         return None
     component = registry.get(kind, name)
     config = structure(component.config_cls, data, path, errors, skip=(type_key, *skip))
@@ -276,8 +287,7 @@ def _observer_tables(registry: Registry, data: Any, errors: Errors) -> tuple[Com
     out = []
     for name, body in data.items():
         if not registry.has("observer", name):
-            errors.add(join("observers", name), f"unknown observer {name!r}; available: "
-                                                f"{', '.join(registry.names('observer'))}{registry.hint()}")
+            errors.add(join("observers", name), registry.unknown("observer", name))
             continue
         config = structure(registry.get("observer", name).config_cls, body, join("observers", name), errors)
         if config is not None:

@@ -3,16 +3,12 @@
 One object, :class:`BoundAggregator`, stands between the run and the aggregator a recipe (or an
 embedding program) chose: every call goes through it, so every call is checked
 (:func:`corl.runtime.boundary.check_labels`: one pseudo-label per prompt, in every evaluation too)
-and an exception inside the aggregator is one line naming it. It also keeps the first API working:
-an aggregator written as ``aggregate(votes, verifier)`` is called without the context (with a
-DeprecationWarning), and a router written before contexts that calls ``aggregate(pooled,
-verifier)`` gets a pool's context filled in.
+and an exception inside the aggregator is one line naming it. The step the labels serve is filled
+into every :class:`~corl.types.VoteContext` here, so a router need not know it.
 """
 
 from __future__ import annotations
 
-import inspect
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,34 +17,15 @@ import attrs
 from corl.errors import PluginError
 from corl.protocols import AnswerVerifier, CohortAggregator, Stateful
 from corl.runtime.boundary import agent_metrics, check_labels, guard
-from corl.types import EVAL, LABEL, POOLED, PseudoLabel, Vote, VoteContext
-
-
-def takes_context(aggregator: Any) -> bool:
-    """False for an aggregator of the first API: its ``aggregate`` binds ``(votes, verifier)`` but not
-    a third argument (read once, when the run is built, for the deprecation path)."""
-    try:
-        signature = inspect.signature(aggregator.aggregate)
-    except (TypeError, ValueError):
-        return True
-    try:
-        signature.bind([], None, None)
-    except TypeError:
-        return False
-    return True
+from corl.types import EVAL, LABEL, PseudoLabel, Vote, VoteContext
 
 
 class BoundAggregator:
-    """The run's aggregator: ``aggregate(votes, verifier, context=None)`` as routers call it, checked."""
+    """The run's aggregator: ``aggregate(votes, verifier, context)`` as routers call it, checked."""
 
     def __init__(self, inner: Any, who: str):
         self.inner, self.who = inner, who
         self.step = 0  # the training step the current labels serve (VoteContext.step)
-        self.legacy = not takes_context(inner)
-        if self.legacy:
-            warnings.warn(f"{who}: aggregate(votes, verifier) is the first aggregator API; add a third parameter, "
-                          "context (corl.VoteContext), to see what the labels are for (docs/how-to/plugins.md)",
-                          DeprecationWarning, stacklevel=2)
 
     @property
     def cohort(self) -> bool:
@@ -60,14 +37,14 @@ class BoundAggregator:
         return isinstance(self.inner, Stateful)
 
     def aggregate(self, votes: Sequence[Sequence[Vote]], verifier: AnswerVerifier,
-                  context: VoteContext | None = None, *, agent: str | None = None) -> list[PseudoLabel]:
-        if context is None:  # a router of the first API pooling votes
-            context = VoteContext(POOLED, tuple(sorted({v.agent for vs in votes for v in vs})))
+                  context: VoteContext, *, agent: str | None = None) -> list[PseudoLabel]:
+        if not isinstance(context, VoteContext):
+            raise PluginError(f"{self.who} was called with context {context!r}; a router passes a corl.VoteContext, "
+                              "e.g. VoteContext('pooled', voters, rewarded=agent)")
         context = attrs.evolve(context, step=self.step)  # (a router need not know the step)
         when = "in an evaluation" if context.purpose == EVAL else f"during step {context.step}"
         with guard(self.who, when):
-            labels = self.inner.aggregate(votes, verifier) if self.legacy else \
-                self.inner.aggregate(votes, verifier, context)
+            labels = self.inner.aggregate(votes, verifier, context)
         check_labels(labels, votes, agent or "+".join(context.voters) or "?", self.who)
         return labels
 

@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from corl.errors import CorlError, PluginError
-from corl.types import PseudoLabel, Rollout, Routed, Vote
+from corl.types import Prompt, PseudoLabel, Rollout, Routed, Vote
 
 
 @contextlib.contextmanager
@@ -27,9 +27,15 @@ def guard(who: str, during: str) -> Iterator[None]:
     except CorlError:
         raise
     except Exception as exc:  # noqa: BLE001 - one line that names the component, the cause kept
-        text = str(exc).strip()
-        first = text.splitlines()[0] if text else ""
-        raise PluginError(f"{who} raised {type(exc).__name__}{': ' + first if first else ''} {during}") from exc
+        first = first_line(exc)
+        raise PluginError(f"{who} raised {type(exc).__name__}{': ' + first if first else ''}"
+                          + (f" {during}" if during else "")) from exc
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message ("" when it has none)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
 
 
 def _count(value: Any) -> str:
@@ -46,6 +52,17 @@ def check_rollout(rollout: Any, prompts: Sequence[Any], n: int, who: str) -> Non
     for name, grid in (("lengths", rollout.lengths), ("confidences", rollout.confidences)):
         if len(grid) != len(prompts) or any(len(row) != n for row in grid):
             raise PluginError(f"{who} returned a Rollout whose {name} are not {len(prompts)} x {n}")
+
+
+def check_split(prompts: Any, split: str, who: str) -> list[Prompt]:
+    """A task's ``split(name)``: a sequence of :class:`corl.Prompt`."""
+    if not isinstance(prompts, Sequence) or isinstance(prompts, (str, bytes)):
+        raise PluginError(f"{who}: split({split!r}) returned {type(prompts).__name__}; expected a sequence of corl.Prompt")
+    for i, prompt in enumerate(prompts):
+        if not isinstance(prompt, Prompt):
+            raise PluginError(f"{who}: split({split!r}) returned {type(prompt).__name__} {str(prompt)[:40]!r} at {i}; "
+                              "expected corl.Prompt objects (corl.Prompt(id, text, label))")
+    return list(prompts)
 
 
 def check_labels(labels: Any, votes: Sequence[Sequence[Vote]], agent: str, who: str) -> None:

@@ -8,16 +8,19 @@ when it declares ``supervised = True`` and the recipe declares ``run.supervised 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 
-from corl.errors import ConfigError, PluginError
+from corl.context import Context
+from corl.errors import ConfigError, CorlError, PluginError
 from corl.plugins import Registry
-from corl.protocols import PROTOCOLS, Context, missing_members, traits
+from corl.protocols import PROTOCOLS, missing_members
 from corl.recipe import ComponentSpec, RunSpec, declared_traits, router_traits
-from corl.runtime.boundary import guard
+from corl.recipe.structure import Errors, structure
+from corl.runtime.boundary import first_line, guard
+from corl.traits import traits
 
 
 @attrs.define
@@ -36,6 +39,8 @@ def check_given(spec: RunSpec, given: Mapping[str, Any]) -> None:
     for kind, obj in given.items():
         if obj is None:
             continue
+        if isinstance(obj, type):
+            raise ConfigError(f"{kind}={obj.__name__} is a class; corl.run takes an object: {kind}={obj.__name__}(...)")
         missing = missing_members(obj, PROTOCOLS[kind])
         if missing:
             raise ConfigError(f"{kind}= object {type(obj).__name__}: not a corl {PROTOCOLS[kind].__name__}: it has no "
@@ -57,9 +62,25 @@ def check_given(spec: RunSpec, given: Mapping[str, Any]) -> None:
         config = router.config
     except AttributeError:
         raise ConfigError(f"router= object {type(router).__name__} declares check() but has no config attribute for "
-                          "it to check (corl.protocols.RouterTraits)") from None
+                          "it to check (corl.traits.RouterTraits)") from None
     for problem in declared.check(config, spec.agents):
         raise ConfigError(f"router= object {type(router).__name__}: {problem}")
+
+
+def _config_for(config_cls: type, config: Any, asked: str) -> Any:
+    """``ctx.build``'s config: None (the defaults), an instance, or a table of recipe keys (validated)."""
+    if config is None:
+        config = {}
+    if isinstance(config, config_cls):
+        return config
+    if not isinstance(config, Mapping):
+        raise PluginError(f"{asked}: config must be a {config_cls.__name__}, a table of its keys or None, got "
+                          f"{type(config).__name__}")
+    errors = Errors()
+    built = structure(config_cls, dict(config), "", errors)
+    if errors:
+        raise PluginError(f"{asked}: {'; '.join(errors)}")
+    return built
 
 
 def _label_guard(spec: RunSpec, supervised: bool, who: str) -> None:
@@ -82,12 +103,36 @@ class Builder:
         who = f"{kind} {spec.type!r} (plugin {component.plugin if component else 'import path'})"
         agent = f"agent {ctx.agent_name!r}'s " if ctx.agent_name and kind in ("agent", "sampler", "optimizer") else ""
         with guard(f"{agent}{who}", "while building the run"):
-            built = factory(spec.config, ctx)
+            built = factory(spec.config, attrs.evolve(ctx, builder=self.nested(f"{agent}{who}")))
         missing = missing_members(built, PROTOCOLS[kind]) if kind in PROTOCOLS else []
         if missing:
             raise PluginError(f"{who} built a {type(built).__name__} without {', '.join(missing)} "
                               f"(see corl.protocols.{PROTOCOLS[kind].__name__})")
         return built
+
+    def nested(self, outer: str) -> Callable[[str, str, Any, Context], Any]:
+        """What :meth:`corl.context.Context.build` calls for the component named ``outer``: build a
+        registered component for it; every mistake in doing so is one line naming ``outer`` first."""
+        def build(kind: str, name: str, config: Any, ctx: Context) -> Any:
+            asked = f"{outer}: ctx.build({kind!r}, {name!r})"
+            try:
+                component = self.registry.get(kind, name)
+            except ConfigError as exc:
+                raise PluginError(f"{asked}: {exc}") from None
+            config = _config_for(component.config_cls, config, asked)
+            inner = f"{outer}'s {kind} {name!r} (plugin {component.plugin})"
+            try:
+                built = component.factory(config, attrs.evolve(ctx, builder=self.nested(inner)))
+            except CorlError as exc:  # the wrapped component's own words, said for the wrapper
+                raise PluginError(f"{inner}: {exc}") from exc
+            except Exception as exc:  # noqa: BLE001 - one line that names both
+                raise PluginError(f"{inner} raised {type(exc).__name__}: {first_line(exc)} while being built") from exc
+            missing = missing_members(built, PROTOCOLS[kind]) if kind in PROTOCOLS else []
+            if missing:
+                raise PluginError(f"{inner} built a {type(built).__name__} without {', '.join(missing)}")
+            return built
+
+        return build
 
     def router(self, spec: RunSpec, ctx: Context) -> Any:
         """The recipe's router; what the built object declares must match what its factory did."""

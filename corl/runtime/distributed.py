@@ -26,9 +26,9 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from corl.context import OneRank
 from corl.errors import CorlError, TrainingError
 from corl.runtime.groups import LocalGroup, TorchGroup
-from corl.types import OneRank
 
 
 class RankLost(TrainingError):
@@ -164,7 +164,7 @@ def merge_shards(shards: list[list[Any]]) -> list[Any]:
 
 class Distributed(Placement):
     """Agents spread over the ranks of a ``torchrun`` / ``accelerate launch`` job. ``devices``: where
-    each agent's weights live (its type's :class:`~corl.protocols.ModelFacts`; absent: the CPU), so
+    each agent's weights live (its type's :class:`~corl.traits.ModelFacts`; absent: the CPU), so
     that a group of ranks of a CUDA agent reduces its shards over NCCL."""
 
     def __init__(self, spec, env: dict[str, str] | None = None, devices: Mapping[str, str] | None = None):

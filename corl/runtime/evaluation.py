@@ -10,7 +10,7 @@ from corl.runtime.boundary import check_rollout, guard
 from corl.runtime.cohort import pairwise
 from corl.runtime.rng import fixed, stream_seed
 from corl.runtime.samples import as_json, eval_samples
-from corl.runtime.verify import extract_all
+from corl.runtime.verify import check_answers, extract_all
 from corl.types import Completion, Prompt, Rollout, Vote
 
 
@@ -19,7 +19,7 @@ def votes_of(rollout: Rollout, verifier: AnswerVerifier, who: str = "the task's 
     """One vote per completion: its extracted answer, its agent and its sampling confidence (an
     exception in the verifier is one line naming it, never a silent missing answer)."""
     with guard(who, during or "while extracting answers"):
-        answers = extract_all(verifier, rollout.prompts, rollout.texts)
+        answers = check_answers(extract_all(verifier, rollout.prompts, rollout.texts), rollout.texts, who)
     return [[Vote(a, rollout.agent, c) for a, c in zip(row, confs)]
             for row, confs in zip(answers, rollout.confidences)]
 
@@ -30,7 +30,7 @@ def evaluate(agent: Agent, sampler: Sampler, verifier: AnswerVerifier, prompts: 
              log: int = 0, step: int = 0) -> tuple[dict[str, float], list[Any], list[Completion]]:
     """Score ``agent`` on labeled ``prompts``; maj@k votes through ``aggregator`` (the run's
     :class:`~corl.runtime.aggregation.BoundAggregator`). ``check`` is called between the stretches of
-    work (a run's :meth:`~corl.types.StopToken.check`); ``who(kind)`` names a component in messages.
+    work (a run's :meth:`~corl.context.StopToken.check`); ``who(kind)`` names a component in messages.
 
     Returns the scores, the agent's greedy answers (for cohort diagnostics) and its first ``log``
     sampled completions (:func:`corl.runtime.samples.eval_samples`).
@@ -48,20 +48,23 @@ def evaluate(agent: Agent, sampler: Sampler, verifier: AnswerVerifier, prompts: 
     check_rollout(sampled, prompts, k, who("sampler"))
     check()
     votes = votes_of(sampled, verifier, who("verifier"), "in an evaluation")  # each answer extracted once
-    hits = [[v.answer is not None and verifier.equivalent(v.answer, p.label) for v in vs]
-            for p, vs in zip(prompts, votes)]
+    right = lambda answer, label: answer is not None and verifier.equivalent(answer, label)
+    with guard(who("verifier"), "in an evaluation"):
+        hits = [[right(v.answer, p.label) for v in vs] for p, vs in zip(prompts, votes)]
     labels = aggregator.maj(votes, verifier, name)  # maj@k under the run's voting rule (and its gates), checked
     n = len(prompts)
     rates = [sum(h) / k for h in hits]
     greedy_votes = votes_of(greedy, verifier, who("verifier"), "in an evaluation")
     answers = [row[0].answer for row in greedy_votes]
+    with guard(who("verifier"), "in an evaluation"):
+        greedy_right = sum(right(a, p.label) for a, p in zip(answers, prompts))
+        maj_right = sum(right(lab.answer, p.label) for p, lab in zip(prompts, labels))
     return {
-        "greedy": sum(a is not None and verifier.equivalent(a, p.label) for a, p in zip(answers, prompts)) / n,
+        "greedy": greedy_right / n,
         "pass@1": sum(rates) / n,
         # sampling standard error of pass@1 on these prompts (what re-evaluating the same model moves)
         "pass@1_se": (sum(r * (1 - r) / (k - 1) for r in rates) ** 0.5 / n) if k > 1 else 0.0,
-        f"maj@{k}": sum(lab.answer is not None and verifier.equivalent(lab.answer, p.label)
-                        for p, lab in zip(prompts, labels)) / n,
+        f"maj@{k}": maj_right / n,
         f"pass@{k}": sum(any(h) for h in hits) / n,
         "length": sum(sum(ls) for ls in sampled.lengths) / (n * k),
     }, answers, eval_samples(name, step, prompts, sampled.texts, votes, labels, log)

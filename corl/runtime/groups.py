@@ -22,7 +22,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from corl.types import OneRank
+from corl.context import OneRank
 
 _names = itertools.count()
 

@@ -34,7 +34,9 @@ class Health:
         for name, m in metrics.items():
             # None: not measured this step (no finite reward; no update, so no entropy). Such a step
             # neither extends nor ends a streak: a skipped update in the middle of a collapse hides nothing.
-            std, entropy = m.get("reward_std", math.nan), m.get("entropy")
+            # the optimizer's own reward (its terms added: an overlong penalty) when it reports one, else the run's
+            own = "optimizer_reward_std" in m
+            std, entropy = m.get("optimizer_reward_std" if own else "reward_std", math.nan), m.get("entropy")
             symptoms = {
                 "reward_std": std < 1e-3 if math.isfinite(std) else None,
                 "entropy": entropy < 0.02 if entropy is not None and math.isfinite(entropy) else None,
@@ -47,8 +49,10 @@ class Health:
                 self.streaks[key] = self.streaks.get(key, 0) + 1 if present else 0
                 if self.streaks[key] == PATIENCE and key not in self.warned:
                     self.warned.add(key)
-                    text = {"reward_std": "reward std ~0 (every sample of every prompt rewarded alike): no "
-                                          "learning signal; collapse?",
+                    measured = ("the rewards its optimizer trained on, optimizer_reward_std" if own else
+                                "the router's reward, without shaping or an optimizer's own terms")
+                    text = {"reward_std": f"reward std ~0 (every sample of every prompt rewarded alike; measured on "
+                                          f"{measured}): no learning signal; collapse?",
                             "entropy": "policy entropy ~0: sampling has collapsed onto single answers",
                             "collusion": f"{m['label_mode_share']:.0%} of prompts share one pseudo-label: agents "
                                          "converging on a constant answer (collusion?); lower the learning rate"}[symptom]

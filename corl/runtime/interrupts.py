@@ -1,6 +1,6 @@
 """Stopping a run on SIGINT / SIGTERM with its completed steps saved.
 
-A signal asks the run's :class:`~corl.types.StopToken` for a stop (:class:`corl.runtime.process.
+A signal asks the run's :class:`~corl.context.StopToken` for a stop (:class:`corl.runtime.process.
 StopOnSignal`). Building the agents (a warm-start) and, in a one-process run, an evaluation are
 abandoned at the token's next check point; a training step, a checkpoint write and the final save
 finish first. Either way the last completed step is checkpointed (unless a checkpoint of it is on
@@ -10,7 +10,7 @@ signals never interrupt that write.
 
 from __future__ import annotations
 
-from corl.errors import Interrupted, PluginError
+from corl.errors import Interrupted, PluginError, Stopping
 from corl.runtime import checkpoint
 
 
@@ -36,6 +36,22 @@ def stopped(run, signum: int, where: str | None = None) -> Interrupted:
         return Interrupted(signum, f"{where}; nothing was trained yet, so there is no checkpoint; run the same "
                                    "command again to start over")
     return Interrupted(signum, f"{where}; checkpoint {path}; continue with --resume")
+
+
+def abandoned(run, signum: int, who: str, grace: float) -> BaseException:
+    """What to raise when ``who`` (a verifier) is still running ``grace`` seconds after a signal: in
+    work the run may abandon (an evaluation), the usual stop, which saves the completed steps;
+    inside a training step, the step is given up (its data order and RNG streams already moved, so
+    it cannot be saved) and the run stops at its last checkpoint."""
+    try:
+        run.stop.check()
+    except Stopping as stop:
+        return stop
+    last = checkpoint.latest(run.checkpoint_root)
+    saved = (f"checkpoint {last}; continue with --resume (the steps after it run again)" if last else
+             "nothing was checkpointed yet, so run the same command again to start over")
+    return Interrupted(signum, f"{run.phase}: {who} did not return within {grace:g} s of the signal, so the step "
+                               f"was given up; {saved}")
 
 
 def failed(run, error: PluginError) -> PluginError:

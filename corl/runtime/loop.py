@@ -20,21 +20,23 @@ import attrs
 
 from corl import logs
 from corl import recipe as recipe_mod
+from corl.context import Closers, Context, StopToken
 from corl.errors import CorlError, Interrupted, PluginError, Stopping
 from corl.plugins import PluginManager, Registry, call_hook, distributions, make_plugin_manager, register, registry_of
-from corl.protocols import Aggregator, Context, RewardRouter, Task
+from corl.protocols import Aggregator, RewardRouter, Task
 from corl.recipe.locate import resolve
 from corl.runtime import checkpoint, distributed, folder, interrupts, lock, process, snapshot
 from corl.runtime.aggregation import BoundAggregator
+from corl.runtime.boundary import check_split, guard
 from corl.runtime.build import AgentSlot, Builder, check_given, observers, shaping_terms
 from corl.runtime.evaluation import evaluate_run
 from corl.runtime.metrics import run_summary
 from corl.runtime.rng import AgentStreams
 from corl.runtime.state import DataOrder, RunState
 from corl.runtime.step import train_step
-from corl.runtime.verify import BoundedVerifier
+from corl.runtime.verify import GRACE, BoundedVerifier
 from corl.runtime.view import RunView
-from corl.types import Closers, StepMetrics, StopToken
+from corl.types import Prompt, StepMetrics
 
 
 class Run:
@@ -73,6 +75,7 @@ class Run:
         self.log = log or logs.logger.info
         self.warn = log or logs.logger.warning
         self.agents: list[AgentSlot] = []
+        self.observers: list[tuple[str, Any]] = []  # (name, observer object) attached to this process
         self.state = RunState(DataOrder.seeded(spec.run.seed))
         self.view = RunView(self)
         self.eval_samples: dict[int, list[dict[str, Any]]] = {}  # step -> logged completions (runtime.samples)
@@ -105,8 +108,9 @@ class Run:
             self.stop_reason = reason
 
     def who(self, kind: str, agent: str = "") -> str:
-        """How messages name a component: its kind, type and plugin (or the object handed in)."""
-        return self._who.get((kind, agent), kind)
+        """How messages name a component: its kind, type and plugin (or the object handed in). A
+        run-wide component (the task's verifier) is named alike whichever agent's work it serves."""
+        return self._who.get((kind, agent)) or self._who.get((kind, ""), kind)
 
     def stream(self, name: str):
         """The agent's own RNG stream (:mod:`corl.runtime.rng`): what it draws never depends on the layout."""
@@ -125,14 +129,17 @@ class Run:
         self._name("task", spec.task)
         self.task = self._given["task"] or build("task", spec.task, ctx)
         self._who["verifier", ""] = f"{self.who('task')}'s verifier"
-        self.verifier = BoundedVerifier(self.task.verifier, spec.run.answer_timeout)
-        held_out = list(self.task.split("eval"))
+        self.verifier = BoundedVerifier(self.task.verifier, spec.run.answer_timeout, who=self.who("verifier"),
+                                        when=lambda: self.phase,
+                                        abandon=lambda signum: interrupts.abandoned(self, signum, self.who("verifier"),
+                                                                                    GRACE))
+        held_out = self._split("eval")
         if spec.eval.size > len(held_out):
             raise CorlError(f"eval.size: {spec.eval.size} exceeds the task's eval split ({len(held_out)} prompts)")
         self.eval_prompts = held_out[: spec.eval.size]
         # test_time (TTRL): the evaluated prompts are the unlabeled training prompts; no label is used to train
         test_time = spec.run.protocol == "test_time"
-        self.train = list(self.eval_prompts) if test_time else list(self.task.split("train"))
+        self.train = list(self.eval_prompts) if test_time else self._split("train")
         if len(self.train) < spec.run.prompts_per_step:
             where = "eval.size (the test-time training prompts) is" if test_time else "the train split has"
             raise CorlError(f"task: {where} {len(self.train)} prompts, fewer than run.prompts_per_step "
@@ -160,12 +167,17 @@ class Run:
         self.router = self._given["router"] or build.router(spec, ctx)
         self.shaping = shaping_terms(spec, self.registry, build, ctx)
         self.phase = "while building the run"
-        for name, observer in observers(spec, self.registry, ctx, layout.is_writer):
-            register(self.pm, observer, f"observer:{name}")
+        self.observers = observers(spec, self.registry, ctx, layout.is_writer)
+        for name, observer in self.observers:
             self._who["observer", name] = f"observer {name!r} (plugin {self.registry.get('observer', name).plugin})"
+            register(self.pm, observer, f"observer:{name}", self._who["observer", name])
         # Seed again once everything is built: whether a model was built or read from a cache
         # must not change the RNG stream the run samples from.
         process.seed_everything(spec.run.seed)
+
+    def _split(self, name: str) -> list[Prompt]:
+        with guard(self.who("task"), f"in split({name!r}) {self.phase}"):
+            return check_split(self.task.split(name), name, self.who("task"))
 
     def _name(self, kind: str, component: recipe_mod.ComponentSpec, agent: str = "") -> None:
         given = self._given.get(kind)

@@ -7,7 +7,7 @@ import random
 import signal
 from typing import Any
 
-from corl.types import StopToken
+from corl.context import StopToken
 
 
 def seed_everything(seed: int) -> None:
@@ -39,7 +39,7 @@ def return_large_blocks() -> None:
 
 
 class StopOnSignal:
-    """SIGINT / SIGTERM ask ``token`` for a stop (:class:`corl.types.StopToken`) instead of raising
+    """SIGINT / SIGTERM ask ``token`` for a stop (:class:`corl.context.StopToken`) instead of raising
     where they land (main thread only). The run abandons builds and evaluations at the token's
     check points and otherwise stops at its next safe point; a repeated signal never interrupts
     the saving of completed steps (SIGKILL does, and loses the steps since the last checkpoint)."""

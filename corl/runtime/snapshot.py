@@ -20,7 +20,8 @@ from corl.runtime.rng import key
 
 
 def save(run, step: int) -> Path:
-    state = {**run.state.to_json(step), "recipe": recipe_mod.to_dict(run.spec)}
+    state = {**run.state.to_json(step), "recipe": recipe_mod.to_dict(run.spec),
+             "objects": {kind: dict(given.settings) for kind, given in run.spec.objects.items()}}
 
     def save_parts(folder: Path) -> None:
         for slot in run.agents:
@@ -31,10 +32,10 @@ def save(run, step: int) -> Path:
                     slot.agent.save_state(str(folder / "agents" / slot.name))
                 with guard(run.who("optimizer", slot.name), "while writing a checkpoint"):
                     slot.optimizer.save_state(str(folder / "optimizers" / slot.name))
-        if run.layout.is_writer:  # every rank holds the same state of these: one writes it
-            for kind, component in stateful_components(run):
-                with guard(run.who(kind), "while writing a checkpoint"):
-                    component.save_state(str(folder / "components" / kind))
+        for part, who, component, writes in stateful_components(run):
+            if writes:  # every rank holding a component holds the same state of it: one writes it
+                with guard(who, "while writing a checkpoint"):
+                    component.save_state(str(folder / "components" / part))
 
     mine = {s.name: run.streams.state(s.name, run.layout.member(s.name)) for s in run.agents}
     streams = {key(name, k): stream for name, per_rank in run.layout.gather(mine, f"step {step}: saving RNG "
@@ -52,12 +53,12 @@ def restore(run, path: Path) -> int:
                 slot.agent.load_state(str(path / "agents" / slot.name))
             with guard(run.who("optimizer", slot.name), "while restoring a checkpoint"):
                 slot.optimizer.load_state(str(path / "optimizers" / slot.name))
-    for kind, component in stateful_components(run):
-        folder = path / "components" / kind
+    for part, who, component, _ in stateful_components(run):
+        folder = path / "components" / part
         if not folder.is_dir():
-            raise CorlError(f"{path}: no saved state of the {run.who(kind)}: the checkpoint was written by a run "
-                            "whose component kept none (resume with the same components)")
-        with guard(run.who(kind), "while restoring a checkpoint"):
+            raise CorlError(f"{path}: no saved state of the {who}: the checkpoint was written by a run whose "
+                            "component kept none (resume with the same components)")
+        with guard(who, "while restoring a checkpoint"):
             component.load_state(str(folder))
     step = run.state.load_json(checkpoint.read_state(path))
     try:
@@ -68,19 +69,43 @@ def restore(run, path: Path) -> int:
     return step
 
 
-def stateful_components(run) -> list[tuple[str, Stateful]]:
-    """The run-wide components that keep state across steps (:class:`corl.protocols.Stateful`): the
-    aggregator (a reliability estimate), the router, the shaping terms."""
-    parts: list[tuple[str, Any]] = [("aggregator", run.aggregator.inner), ("router", run.router)]
-    parts += [(f"shaping/{slot.spec.name}", slot.term) for slot in run.shaping]
-    return [(kind, c) for kind, c in parts if isinstance(c, Stateful)]
+#: the component kinds whose state a checkpoint keeps when they implement
+#: :class:`corl.protocols.Stateful` (agents and optimizers always keep theirs: it is in their protocols)
+STATEFUL_KINDS = ("task", "verifier", "sampler", "aggregator", "router", "shaping", "observer")
+
+
+def stateful_components(run) -> list[tuple[str, str, Stateful, bool]]:
+    """Every component of the run that keeps state across steps (:class:`corl.protocols.Stateful`),
+    of each kind in :data:`STATEFUL_KINDS`: ``(folder under components/, how messages name it, the
+    component, whether this rank writes it)``. A run-wide component is written by the rank that
+    writes the run's files; an agent's sampler by its agent's first rank. Every rank that holds
+    one restores it."""
+    writer = run.layout.is_writer
+    parts: list[tuple[str, str, Any, bool]] = [
+        ("task", run.who("task"), run.task, writer),
+        ("verifier", run.who("verifier"), run.verifier.inner, writer),
+        *((f"sampler/{slot.name}", run.who("sampler", slot.name), slot.sampler, run.layout.leads(slot.name))
+          for slot in run.agents),
+        ("aggregator", run.who("aggregator"), run.aggregator.inner, writer),
+        ("router", run.who("router"), run.router, writer),
+        *((f"shaping/{slot.spec.name}", slot.who, slot.term, writer) for slot in run.shaping),
+        *((f"observer/{name}", run.who("observer", name), observer, writer) for name, observer in run.observers),
+    ]
+    return [part for part in parts if isinstance(part[2], Stateful)]
 
 
 def check_compatible(spec, path: Path, force: bool) -> None:
-    """Refuse to resume ``path`` with a recipe that changed what the run trains (unless ``force``)."""
-    saved = checkpoint.read_state(path)["recipe"]
-    changes = recipe_mod.differences(saved, recipe_mod.to_dict(spec), defaults=recipe_mod.defaults_of(spec))
+    """Refuse to resume ``path`` with a recipe that changed what the run trains, or with objects
+    handed to ``corl.run`` whose settings changed (:func:`corl.recipe.schema.settings_of`), each
+    change named by its key, or by the object and its field (unless ``force``)."""
+    state = checkpoint.read_state(path)
+    changes = recipe_mod.differences(state["recipe"], recipe_mod.to_dict(spec), defaults=recipe_mod.defaults_of(spec))
+    saved = state.get("objects", {})  # (a checkpoint of a run without objects has none)
+    objects = [f"{kind}= object {given.cls}: {change}" for kind, given in spec.objects.items()
+               for change in recipe_mod.differences(saved.get(kind, {}), dict(given.settings), ignore=())]
+    changes = objects + changes
     if changes and not force:
         shown = "; ".join(changes[:3]) + (f"; and {len(changes) - 3} more" if len(changes) > 3 else "")
-        raise CorlError(f"{path}: the recipe changed since this checkpoint ({shown}); "
-                        "resume with the same recipe, or pass --force")
+        same = "the same recipe and objects of the same settings, or pass force=True" if objects else \
+            "the same recipe, or pass --force"
+        raise CorlError(f"{path}: the recipe changed since this checkpoint ({shown}); resume with {same}")

@@ -1,4 +1,4 @@
-"""What hooks see of a run: a read-mostly view (:class:`corl.protocols.RunView`), not the run."""
+"""What hooks see of a run: a read-mostly view (:class:`corl.context.RunView`), not the run."""
 
 from __future__ import annotations
 

@@ -8,8 +8,13 @@ In a ``conftest.py``: ``pytest_plugins = ["corl.testing"]``. Then:
 * :class:`FakePlugin`: a ``fake`` agent, sampler and optimizer, a tabular softmax policy per prompt
   over its right answer and a few wrong ones, updated by REINFORCE. No model, milliseconds a
   step, deterministic under the run's seed: routers, aggregators and observers can be tested
-  against a policy that really learns from their rewards;
-* :func:`context`: a ``Context`` for calling a factory by hand;
+  against a policy that really learns from their rewards; it answers in your task's alphabet when
+  told it (a ``vocabulary``, or ``FakePlugin(answers=...)``), in one token or several (``tokens``);
+* :func:`context`: a ``Context`` for calling a factory by hand (its ``ctx.build`` builds registered
+  components, for a wrapper under test); :func:`tiny_agent`: a real tiny language-model agent and the
+  context a sampler for it is built with (for ``conformance.check_sampler``);
+* :func:`interrupt_and_resume`: a run straight and the same run stopped after a checkpoint and
+  resumed, both outcomes (``conformance.check_resume`` asserts they are equal);
 * :func:`install_plugin` / the ``installed_plugin`` fixture: a plugin *distribution* made from
   source text and found through entry points, as ``pip install`` would, so that loading,
   allow-lists and broken packages can be tested (the ``broken_plugin`` fixture is one whose
@@ -57,11 +62,11 @@ from typing import Any
 
 import attrs
 
-from corl.protocols import Context
+from corl.context import Context, StopToken
+from corl.plugins import make_plugin_manager, registry_of
 from corl.recipe.schema import RunSection
 from corl.testing.dists import BROKEN_PLUGIN, install_plugin, uninstall_plugin
 from corl.testing.fakes import FakeAgent, FakeAgentConfig, FakeOptimizer, FakeOptimizerConfig, FakePlugin, FakeSampler
-from corl.types import StopToken
 
 #: Overrides that shrink any shipped recipe to seconds on 2 cores.
 TINY = [
@@ -105,7 +110,9 @@ def base_recipe() -> dict[str, Any]:
 
 def fake_recipe(agents: int = 3, **changes: Any) -> dict[str, Any]:
     """A recipe of ``agents`` fake agents on the arithmetic task in a ring; ``changes`` are
-    ``--set``-style key paths (``fake_recipe(**{"run.steps": 5})``)."""
+    ``--set``-style key paths with any value a recipe holds, tables included
+    (``fake_recipe(**{"run.steps": 5, "task": {"type": "countdown", "size": 3},
+    "agents[0].sampler": {"type": "scheduled"}})``): a table replaces the one at its key."""
     from corl.recipe import apply_overrides
 
     data = {
@@ -117,13 +124,17 @@ def fake_recipe(agents: int = 3, **changes: Any) -> dict[str, Any]:
         "topology": {"type": "ring" if agents > 1 else "self"},
         "eval": {"size": 32, "k": 4},
     }
-    return apply_overrides(data, [f"{k}={json.dumps(v) if isinstance(v, str) else _toml(v)}"
-                                  for k, v in changes.items()])
+    return apply_overrides(data, [f"{k}={_toml(v)}" for k, v in changes.items()])
 
 
 def _toml(value: Any) -> str:
+    """``value`` as a TOML value (inline tables and arrays of them included)."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {_toml(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
     return json.dumps(value)
 
 
@@ -131,7 +142,7 @@ def run_tiny(output_dir: str | Path, recipe: Mapping[str, Any] | str | Path | No
              overrides: Sequence[str] = (), plugins: Sequence[Any] = (), *, resume: bool = False,
              force: bool = False, autoload: bool = False, **components: Any) -> dict[str, Any]:
     """Run ``recipe`` (default :func:`fake_recipe`) into ``output_dir`` with ``plugins`` registered for
-    this run only (and :class:`FakePlugin`); returns the summary. ``resume`` and ``force`` are
+    this run only (and :class:`FakePlugin`, unless ``plugins`` holds one); returns the summary. ``resume`` and ``force`` are
     ``corl run``'s ``--resume`` and ``--force``.
 
     Only the built-ins and ``plugins`` are loaded: installed entry-point plugins are not
@@ -141,7 +152,43 @@ def run_tiny(output_dir: str | Path, recipe: Mapping[str, Any] | str | Path | No
 
     recipe = fake_recipe() if recipe is None else recipe
     return run(recipe, [*overrides, f"run.output_dir={json.dumps(str(output_dir))}"],
-               plugins=[FakePlugin(), *plugins], resume=resume, force=force, autoload=autoload, **components)
+               plugins=_with_fakes(plugins), resume=resume, force=force, autoload=autoload, **components)
+
+
+def _with_fakes(plugins: Sequence[Any]) -> list[Any]:
+    """``plugins`` and the kit's :class:`FakePlugin`, unless they hold one (with its own alphabet)."""
+    return [*([] if any(isinstance(p, FakePlugin) for p in plugins) else [FakePlugin()]), *plugins]
+
+
+def interrupt_and_resume(output_dir: str | Path, recipe: Mapping[str, Any] | str | Path | None = None,
+                         overrides: Sequence[str] = (), plugins: Sequence[Any] = (), *, at: int = 2,
+                         **components: Any) -> tuple[Any, Any]:
+    """The resume test every stateful component needs, in one call: run ``recipe`` straight through
+    into ``output_dir/straight``; run it again into ``output_dir/resumed``, checkpointing every
+    ``at`` steps (``run.checkpoint_every``) and failing during step ``at + 1``, after the checkpoint
+    of step ``at``; resume that one from the checkpoint (a new run, new component objects, state from
+    the checkpoint only). Returns both runs' :func:`outcome`: equal when every component's state
+    survived the checkpoint. ``recipe`` needs ``run.steps > at``."""
+    from corl.errors import PluginError
+    from corl.hookspecs import hookimpl
+
+    class _Interrupt:
+        @hookimpl
+        def corl_on_step_end(self, step):
+            if step == at + 1:
+                raise RuntimeError(f"interrupted in step {at + 1} by corl.testing.interrupt_and_resume")
+
+    out, overrides = Path(output_dir), [*overrides, f"run.checkpoint_every={at}"]
+    run_tiny(out / "straight", recipe, overrides, plugins, **components)
+    try:
+        run_tiny(out / "resumed", recipe, overrides, [*plugins, _Interrupt()], **components)
+    except PluginError as exc:
+        if "interrupted in step" not in str(exc):
+            raise
+    else:
+        raise AssertionError(f"the run of {out / 'resumed'} was never interrupted: does it have more than {at} steps?")
+    run_tiny(out / "resumed", recipe, overrides, plugins, resume=True, **components)
+    return outcome(out / "straight"), outcome(out / "resumed")
 
 
 @attrs.define
@@ -176,21 +223,46 @@ def fails_naming(plugin: str) -> Iterator[Failure]:
 
 def context(*, agent_name: str = "a", task: Any = None, agent: Any = None, seed: int = 0,
             sections: Mapping[str, Any] | None = None, log: Any = None, group: Any = None,
-            stop: StopToken | None = None) -> Context:
-    """A :class:`~corl.protocols.Context` for calling a component factory by hand, with plugin
+            stop: StopToken | None = None, plugins: Sequence[Any] = ()) -> Context:
+    """A :class:`~corl.context.Context` for calling a component factory by hand, with plugin
     sections (e.g. ``{"zoo": ZooConfig(steps=5)}``) where a component reads them. ``group``: the
     agent's ranks; by default one rank, as a one-process run gives it (a device mesh included).
-    ``stop``: the run's stop token the component polls (:func:`corl.testing.conformance.check_stop`)."""
+    ``stop``: the run's stop token the component polls (:func:`corl.testing.conformance.check_stop`).
+    ``ctx.build(kind, name, config)`` builds the built-ins, the kit's fakes and the components of
+    ``plugins`` (a wrapper under test builds what it wraps, as in a run)."""
+    from corl.runtime.build import Builder
     from corl.runtime.distributed import LOCAL_GROUP
+
+    def build(kind: str, name: str, config: Any, ctx: Context) -> Any:  # the registry made on first use
+        registry = registry_of(make_plugin_manager(_with_fakes(plugins), autoload=False))
+        return Builder(registry).nested("the component under test")(kind, name, config, ctx)
 
     spec = _SpecStub(dict(sections or {}))
     return Context(spec=spec, seed=seed, log=log or (lambda message: None), task=task, agent=agent,
-                   agent_name=agent_name, group=LOCAL_GROUP if group is None else group, stop=stop or StopToken())
+                   agent_name=agent_name, group=LOCAL_GROUP if group is None else group, stop=stop or StopToken(),
+                   builder=build)
+
+
+def tiny_agent(task: Any = None, *, model: str = "zoo:llama-tiny", warm_steps: int = 5, name: str = "a",
+               plugins: Sequence[Any] = ()) -> tuple[Any, Context]:
+    """A real tiny language-model agent and the context a sampler for it is built with (``ctx.agent``
+    set): the built-in ``hf`` agent on a zoo model (the zoo's alphabet is ``0-9 + - * = |``),
+    warm-started ``warm_steps`` steps on ``task``'s seed split (default: a small arithmetic task),
+    seconds on a CPU. For :func:`corl.testing.conformance.check_sampler` on your sampler, or on one
+    that wraps ``hf``: ``agent, ctx = tiny_agent(); check_sampler(agent, MySampler(config, ctx), prompts)``."""
+    ctx = context(agent_name=name, plugins=plugins)
+    if task is None:
+        task = ctx.build("task", "arithmetic", {"seed_size": 64, "train_size": 16, "eval_size": 4})
+    registry = registry_of(make_plugin_manager(_with_fakes(plugins), autoload=False))
+    zoo = next(s for s in registry.sections() if s.name == "zoo").config_cls(steps=warm_steps)
+    ctx = context(agent_name=name, task=task, sections={"zoo": zoo}, plugins=plugins)
+    agent = ctx.build("agent", "hf", {"model": model})
+    return agent, attrs.evolve(ctx, agent=agent)
 
 
 @attrs.frozen
 class _SpecStub:
-    """A :class:`corl.protocols.SpecView` for a context built by hand: a recipe's default ``[run]``
+    """A :class:`corl.context.SpecView` for a context built by hand: a recipe's default ``[run]``
     settings, no agents, the given plugin sections."""
 
     sections: dict[str, Any]
@@ -263,5 +335,5 @@ if pytest is not None:
 __all__ = [
     "BROKEN_PLUGIN", "TINY", "TINY_REAL", "TINY_TASK", "FakeAgent", "FakeAgentConfig", "FakeOptimizer",
     "FakeOptimizerConfig", "FakePlugin", "FakeSampler", "Failure", "base_recipe", "context", "fails_naming", "fake_recipe",
-    "install_plugin", "outcome", "run_tiny", "tiny_for", "uninstall_plugin",
+    "install_plugin", "interrupt_and_resume", "outcome", "run_tiny", "tiny_agent", "tiny_for", "uninstall_plugin",
 ]

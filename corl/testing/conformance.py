@@ -26,15 +26,15 @@ from typing import Any
 
 import attrs
 
+from corl.context import Context, StopToken
 from corl.errors import Stopping
-from corl.protocols import Context, TokenBatch
 from corl.runtime.boundary import check_rollout
-from corl.types import Prompt, Rollout, StopToken
+from corl.types import Prompt, Rollout, TokenBatch
 
 
 def check_sampler(agent: Any, sampler: Any, prompts: Sequence[Prompt], *, n: int = 4, atol: float = 1e-4) -> Rollout:
     """``sampler.sample(agent, prompts, n)`` returns a rollout of ``len(prompts) x n`` completions whose
-    batch is a :class:`corl.protocols.TokenBatch` (``[R, T]`` tensors, rows ``p * n + s``,
+    batch is a :class:`corl.types.TokenBatch` (``[R, T]`` tensors, rows ``p * n + s``,
     ``select``), and the agent scores every sampled token as the sampler did: ``token_logprobs``
     equals ``old_logprobs`` within ``atol`` (an optimizer's first ratio is exactly 1)."""
     import torch
@@ -43,13 +43,20 @@ def check_sampler(agent: Any, sampler: Any, prompts: Sequence[Prompt], *, n: int
     check_rollout(rollout, prompts, n, f"sampler {type(sampler).__name__}")
     batch, rows = rollout.batch, len(prompts) * n
     assert isinstance(batch, TokenBatch), (f"the rollout's batch ({type(batch).__name__}) is not a "
-                                           "corl.protocols.TokenBatch: completion_ids, completion_mask, old_logprobs, "
-                                           "temperature, select()")
+                                           "corl.types.TokenBatch: completion_ids, completion_mask, old_logprobs, "
+                                           "temperature, truncated, max_new_tokens, select()")
     for name in ("completion_ids", "completion_mask", "old_logprobs"):
         shape = tuple(getattr(batch, name).shape)
         assert len(shape) == 2 and shape[0] == rows, f"batch.{name} is {shape}, expected [{rows}, T] (rows p * n + s)"
     assert batch.completion_ids.shape == batch.completion_mask.shape == batch.old_logprobs.shape, \
         "batch.completion_ids, completion_mask and old_logprobs differ in shape"
+    lengths, truncated = batch.completion_mask.sum(1), torch.as_tensor(batch.truncated)
+    assert tuple(truncated.shape) == (rows,) and truncated.dtype == torch.bool, \
+        f"batch.truncated is {tuple(truncated.shape)} {truncated.dtype}, expected [{rows}] bool (one flag per row)"
+    cap = batch.max_new_tokens
+    assert isinstance(cap, int) and cap >= 0, f"batch.max_new_tokens is {cap!r}, expected the sampler's cap (an int)"
+    assert not cap or int(lengths.max()) <= cap, f"a row has {int(lengths.max())} tokens, over max_new_tokens = {cap}"
+    assert bool((lengths[truncated] == cap).all()), "a row marked truncated is shorter than max_new_tokens"
     with torch.no_grad():
         logp, entropy = agent.token_logprobs(batch, torch.arange(rows))
     assert tuple(logp.shape) == tuple(batch.old_logprobs.shape) == tuple(entropy.shape), (
@@ -60,8 +67,8 @@ def check_sampler(agent: Any, sampler: Any, prompts: Sequence[Prompt], *, n: int
     assert gap <= atol, (f"the agent scores a sampled token {gap:.2e} nats away from its sampling-time log-prob "
                          f"(allowed {atol:g}): training would start off-policy (same temperature? same positions?)")
     picked = batch.select([rows - 1, 0])
-    assert torch.equal(picked.completion_ids, batch.completion_ids[[rows - 1, 0]]), \
-        "batch.select(rows) does not return those rows in that order"
+    assert torch.equal(picked.completion_ids, batch.completion_ids[[rows - 1, 0]]) and torch.equal(
+        torch.as_tensor(picked.truncated), truncated[[rows - 1, 0]]), "batch.select(rows) does not return those rows in that order"
     return rollout
 
 
@@ -98,7 +105,7 @@ def check_stop(sampler: Any, agent: Any, prompts: Sequence[Prompt], stop: StopTo
 def check_optimizer(make_optimizer: Callable[[Context], Any], path: str | Path, *,
                     make_agent: Callable[[Context], Any] | None = None,
                     make_sampler: Callable[[Context], Any] | None = None,
-                    prompts: Sequence[Prompt] | None = None, n: int = 4) -> None:
+                    prompts: Sequence[Prompt] | None = None, n: int = 4, tokens: int = 3) -> None:
     """An optimizer built by ``make_optimizer(ctx)`` (``ctx.agent`` is the agent it updates):
 
     * one step moves the loss the right way: the completions it rewards gain log-probability
@@ -108,12 +115,14 @@ def check_optimizer(make_optimizer: Callable[[Context], Any], path: str | Path, 
       ``save_state`` of agent and optimizer, a fresh agent and optimizer loading them, and the
       second step.
 
-    The agent and sampler default to the kit's trainable fake agent (:class:`corl.testing.FakeAgent`)."""
+    The agent and sampler default to the kit's trainable fake agent (:class:`corl.testing.FakeAgent`),
+    writing completions of 1 to ``tokens`` tokens (padded after each row's end), so an optimizer is
+    held to the mask and to per-token and per-sequence sums as a language model's batches need."""
     import torch
 
     from corl.testing import FakeAgent, FakeAgentConfig, FakeSampler, context
 
-    make_agent = make_agent or (lambda ctx: FakeAgent(FakeAgentConfig(accuracy=0.4, wrong=3), ctx))
+    make_agent = make_agent or (lambda ctx: FakeAgent(FakeAgentConfig(accuracy=0.4, wrong=3, tokens=tokens), ctx))
     make_sampler = make_sampler or (lambda ctx: FakeSampler(None, ctx))
     prompts = list(prompts) if prompts is not None else [Prompt(f"p{i}", f"{i}+{i}=", 2 * i) for i in range(4)]
     path = Path(path)
@@ -164,3 +173,27 @@ def check_optimizer(make_optimizer: Callable[[Context], Any], path: str | Path, 
     for i, (p, q) in enumerate(zip(agent.parameters(), straight)):
         assert torch.equal(p.detach(), q), (f"parameter {i} differs after a save / load resume: the optimizer's "
                                            "save_state misses part of its state (moments, step count, schedule)")
+
+
+def check_resume(path: str | Path, recipe: Any = None, *, plugins: Sequence[Any] = (), at: int = 2,
+                 overrides: Sequence[str] = (), **components: Any) -> None:
+    """A real resume is bit-identical: ``recipe`` (default :func:`corl.testing.fake_recipe`), run
+    straight and run interrupted after step ``at``'s checkpoint then resumed
+    (:func:`corl.testing.interrupt_and_resume`), ends with the same summary, metrics and final
+    weights. Put your component in the recipe (or pass it as an object, ``router=...``): whatever its
+    kind, state it keeps across steps must go through :class:`corl.protocols.Stateful`, or the resumed
+    run diverges from step ``at + 1`` and this says where."""
+    from corl.testing import fake_recipe, interrupt_and_resume
+
+    recipe = fake_recipe(**{"run.steps": at + 2}) if recipe is None else recipe
+    straight, resumed = interrupt_and_resume(path, recipe, overrides, plugins, at=at, **components)
+    for i, (a, b) in enumerate(zip(straight[1], resumed[1])):
+        assert a == b, (f"the resumed run differs from the straight one at metrics record {i} (step {a.get('step')}): "
+                        "a component's state did not survive the checkpoint; implement save_state / load_state "
+                        "(corl.protocols.Stateful)")
+    assert len(straight[1]) == len(resumed[1]), "the resumed run logged another number of metrics records"
+    assert straight[0] == resumed[0], "the resumed run's summary differs from the straight one's"
+    for name in straight[2]:
+        assert straight[2][name].keys() == resumed[2].get(name, {}).keys() and all(
+            (straight[2][name][k] == resumed[2][name][k]).all() for k in straight[2][name]), \
+            f"agent {name!r}'s final weights differ after the resume"

@@ -23,6 +23,7 @@ def install_plugin(root: str | Path, name: str, source: str, *, entry_point: str
     info.mkdir(exist_ok=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
     (info / "entry_points.txt").write_text(f"[corl]\n{entry_point or module} = {module}\n")
+    (info / "top_level.txt").write_text(f"{module}\n")  # which distribution the module belongs to
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     importlib.invalidate_caches()

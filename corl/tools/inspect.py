@@ -44,7 +44,7 @@ def _build_for_inspection(args, extra: list[str], *, base: bool = False, step: i
     """A Run whose components are built (models loaded, nothing trained) for eval / cohort / export,
     the step its agents' weights are of, and the adapter folders loaded (by agent). An agent's
     weights are replaced (a run dir's trained ones unless ``base``, or ``--model``) through the key
-    its type declares for them (:class:`corl.protocols.AgentTraits` ``model_key``); an adapter
+    its type declares for them (:class:`corl.traits.AgentTraits` ``model_key``); an adapter
     folder (LoRA) is loaded into the recipe's base model instead (``Agent.load_state``)."""
     from corl.plugins import make_plugin_manager, registry_of
     from corl.recipe.schema import DEFAULT_TYPES

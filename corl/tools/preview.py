@@ -2,7 +2,7 @@
 
 For each agent, the exact string it tokenizes (its prompt format and chat template applied, a
 conversational row's own turns included), from the agent's tokenizer alone: no model weights load
-and no zoo model is warm-started (an agent type declares how, :class:`corl.protocols.AgentTraits`
+and no zoo model is warm-started (an agent type declares how, :class:`corl.traits.AgentTraits`
 ``preview``). With each prompt, its label and how the task's extractor found it, where the task says
 (the data-file task: ``boxed``, ``hashes``, ``fallback``, ...).
 """
@@ -21,8 +21,8 @@ from corl.recipe.locate import resolve
 
 
 def preview(args) -> int:
+    from corl.context import Context
     from corl.plugins import registry_of
-    from corl.protocols import Context
     from corl.recipe import declared_traits, model_facts
     from corl.runtime import prepare
     from corl.runtime.build import Builder

@@ -14,9 +14,9 @@ import torch
 
 import corl
 from corl.builtin.hf.engines import EngineSamplerConfig, trainer_logprobs
+from corl.context import Context
 from corl.errors import ConfigError, CorlError, TrainingError
 from corl.plugins import build_registry, make_plugin_manager
-from corl.protocols import Context
 from corl.recipe import load_recipe
 from corl.testing import TINY
 from tests.kit import hf_agent as make_agent
@@ -292,8 +292,8 @@ def test_the_cores_version_ranges_admit_the_engines_pins():
 
 @pytest.mark.parametrize("kind", sorted(PLUGINS))
 def test_both_engine_samplers_pass_the_conformance_checks(kind, engines, task, cache_dir):
+    from corl.context import StopToken
     from corl.testing import conformance
-    from corl.types import StopToken
 
     module, factory, _, _ = PLUGINS[kind]
     agent, stop = make_agent("llama-tiny", task), StopToken()

@@ -13,7 +13,7 @@ import os
 import pytest
 import torch
 
-from corl.protocols import Context
+from corl.context import Context
 
 KINDS = [k for k in ("vllm", "sglang") if importlib.util.find_spec(k) is not None]
 pytestmark = pytest.mark.skipif(not (KINDS and torch.cuda.is_available()), reason="needs vLLM or SGLang and a GPU")

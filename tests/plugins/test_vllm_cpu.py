@@ -101,8 +101,8 @@ def test_a_bf16_engine_passes_a_correct_push_and_fails_a_skipped_one(task, cache
 
 
 def test_the_cpu_engine_passes_the_conformance_checks(task, cache_dir):
+    from corl.context import StopToken
     from corl.testing import conformance
-    from corl.types import StopToken
 
     agent, stop = hf_agent("llama-h32", task, steps=40), StopToken()
     ctx = attrs.evolve(zoo_context(task, agent.name, 40), agent=agent, stop=stop)

@@ -14,7 +14,7 @@ from corl.testing import run_tiny
 AGENTS = '''
 import attrs
 import corl
-from corl.protocols import ModelFacts
+from corl.traits import ModelFacts
 from corl.testing.fakes import FakeAgent, FakeAgentConfig, FakePlugin
 
 _fakes = FakePlugin()

@@ -6,6 +6,7 @@ import attrs
 import pytest
 
 from corl.builtin.policy import GRPOConfig, PolicyConfig, grpo, rloo
+from corl.context import StopToken
 from corl.testing import (
     FakeAgent,
     FakeAgentConfig,
@@ -15,7 +16,7 @@ from corl.testing import (
     conformance,
     context,
 )
-from corl.types import Prompt, StopToken
+from corl.types import Prompt
 
 PROMPTS = [Prompt(f"p{i}", f"{i}+{i}=", 2 * i) for i in range(4)]
 
@@ -105,3 +106,41 @@ def test_the_checks_fail_in_one_sentence_on_what_breaks_the_contract(tmp_path):
     stop = StopToken()
     with pytest.raises(AssertionError, match="never called ctx.stop.check"):
         conformance.check_stop(Deaf(None, context(stop=stop)), agent, PROMPTS, stop)
+
+
+def test_the_hf_batch_says_which_rows_were_cut_off_and_at_what_cap(cache_dir):
+    """An optimizer's overlong filter reads both: the sampler's max_new_tokens and, per row, whether
+    it ended (an EOS) or was cut off there."""
+    import torch
+
+    from corl.builtin.hf.backend.config import HFSamplerConfig
+    from corl.builtin.hf.backend.sampler import HFSampler
+    from corl.builtin.tasks.arithmetic import ArithmeticConfig, ArithmeticTask
+    from tests.kit import hf_agent, zoo_context
+
+    task = ArithmeticTask(ArithmeticConfig(seed_size=64, train_size=16, eval_size=4))
+    prompts = task.split("train")[:3]
+    agent = hf_agent("llama-tiny", task)
+    for cap in (1, 12):
+        sampler = HFSampler(HFSamplerConfig(max_new_tokens=cap), attrs.evolve(zoo_context(task, "llama-tiny"),
+                                                                              agent=agent))
+        batch = conformance.check_sampler(agent, sampler, prompts).batch
+        lengths = batch.completion_mask.sum(1)
+        last = batch.completion_ids.gather(1, (lengths - 1)[:, None])[:, 0]
+        ended = last == agent.tokenizer.eos_token_id
+        assert batch.max_new_tokens == cap
+        assert torch.equal(batch.truncated, (lengths == cap) & ~ended)
+        if cap == 1:  # one token holds an answer or its EOS, rarely both
+            assert bool(batch.truncated.any())
+
+
+def test_the_fake_agent_writes_multi_token_completions_of_several_lengths():
+    """What check_optimizer now feeds an optimizer by default: padded rows of 1 to 3 tokens."""
+    from corl.testing import FakeAgent, FakeAgentConfig, FakeSampler, context
+
+    agent = FakeAgent(FakeAgentConfig(tokens=3), context())
+    prompts = [Prompt(f"p{i}", f"{i}+{i}=", 2 * i) for i in range(4)]
+    batch = conformance.check_sampler(agent, FakeSampler(None, context()), prompts, n=8).batch
+    lengths = batch.completion_mask.sum(1)
+    assert batch.completion_ids.shape == (32, 3) and set(lengths.tolist()) == {1, 2, 3}
+    assert batch.max_new_tokens == 3 and not batch.truncated.any()

@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2] / "corl"
-CONTRACT = {"corl.types", "corl.protocols", "corl.hookspecs", "corl.errors"}
+#: the contract, bottom first: each module imports only those before it (the data module, corl.types,
+#: nothing of the contract; the factory's and the hooks' views, corl.context, the protocols they name)
+CONTRACT_LAYERS = ("corl.errors", "corl.types", "corl.traits", "corl.protocols", "corl.context", "corl.hookspecs")
+CONTRACT = set(CONTRACT_LAYERS)
 #: what a built-in may import from the core besides the contract (its ``hookimpl`` is the contract's:
 #: a built-in registers exactly as a third-party plugin does, without the host's plugin manager)
 HOST_HELPERS = {"corl", "corl.atomic", "corl.sandbox", "corl.logs"}
@@ -88,6 +91,14 @@ def test_the_contract_imports_only_itself():
         assert GRAPH[name] <= CONTRACT, f"{name} imports {GRAPH[name] - CONTRACT}"
 
 
+@pytest.mark.parametrize("name", CONTRACT_LAYERS)
+def test_the_contract_is_layered_and_the_data_module_points_nowhere(name):
+    below = set(CONTRACT_LAYERS[:CONTRACT_LAYERS.index(name)])
+    assert GRAPH[name] <= below, f"{name} imports {GRAPH[name] - below}, which is not below it in {CONTRACT_LAYERS}"
+    if name == "corl.types":
+        assert not GRAPH[name], f"the data module imports {GRAPH[name]}"
+
+
 @pytest.mark.parametrize("name", sorted(m for m in MODULES if builtin_of(m) is None and m != "corl.builtin"))
 def test_the_core_never_imports_a_builtin(name):
     assert not {m for m in GRAPH[name] if builtin_of(m)}, f"{name} imports a built-in"
@@ -113,23 +124,22 @@ def test_registering_every_builtin_imports_no_torch():
 
 
 #: Where corl may call getattr / hasattr, each on something that is not a component or a context
-#: (a component's optional capabilities are declared: protocols and traits, read by corl.protocols).
+#: (a component's optional capabilities are declared: protocols, and traits read by corl.traits).
 NOT_COMPONENTS = {
     ("corl.builtin.hf.backend.decode", "processors"): "a sampler config's knob, absent from samplers' configs without it (hf_vision)",
     ("corl.builtin.hf.backend.decode", "warpers"): "a sampler config's knob, absent from samplers' configs without it (hf_vision)",
     ("corl.builtin.hf.backend.preview", "rendered"): "the recipe file's path, absent from a spec built in Python",
     ("corl.runtime.checkpoint", "read_json"): "an OSError's strerror, to name why a file is unreadable",
     ("corl.protocols", "missing_members"): "the protocol's own members, to name what an object lacks",
-    ("corl.protocols", "declared_config"): "the declared mechanism: an import-path factory's Config",
-    ("corl.protocols", "traits"): "the declared mechanism: a factory's traits, read once at registration",
+    ("corl.traits", "declared_config"): "the declared mechanism: an import-path factory's Config",
+    ("corl.traits", "traits"): "the declared mechanism: a factory's traits, read once at registration",
     ("corl.plugins", "register"): "a plugin object's corl_* functions, checked for the hookimpl marker",
     ("corl.plugins", "call_hook"): "a pluggy hook by name",
     ("corl.plugins", "_raised_by"): "a pluggy hook by name; a function's code object",
     ("corl.plugins", "_hook_problem"): "a pluggy hook by name, for its spec's arguments",
     ("corl.recipe.structure", "type_name"): "a type's name, for messages",
     ("corl.recipe.validate", "_import_path_component"): "the attribute an import path names, in its module",
-    ("corl.types", "Closers.close"): "a function's name, for messages",
-    ("corl.types", "__getattr__"): "the module's own deprecated name (the definition, not a call)",
+    ("corl.context", "Closers.close"): "a function's name, for messages",
     ("corl.builtin.policy", "PolicyGradient.step"): "a torch tensor (a DTensor when sharded)",
     ("corl.builtin.policy", "PolicyGradient.save_state"): "torch tensors (DTensors when sharded)",
     ("corl.builtin.policy", "PolicyGradient.load_state"): "torch parameters (DTensors when sharded)",
@@ -193,6 +203,6 @@ def test_no_component_or_context_is_probed_with_getattr_or_hasattr():
             seen.add(key)
             if key not in NOT_COMPONENTS:
                 unexplained.append(f"{name}: getattr/hasattr in {where}")
-    assert not unexplained, ("declare the capability (corl.protocols: a protocol or a trait) instead of probing "
+    assert not unexplained, ("declare the capability (a protocol in corl.protocols or a trait in corl.traits) instead of probing "
                              f"for it: {unexplained}")
     assert not set(NOT_COMPONENTS) - seen, f"stale entries: {set(NOT_COMPONENTS) - seen}"

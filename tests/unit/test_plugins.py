@@ -70,13 +70,13 @@ def test_builtins_register_through_the_same_hook():
     assert {c.plugin for c in registry} == set(BUILTIN_PLUGINS)
 
 
-def test_hookimpl_lives_beside_the_specs_and_the_old_names_are_aliases():
+def test_hookimpl_lives_beside_the_specs():
     import typing
 
     from corl import hookspecs, plugins
-    from corl.protocols import RegistryView
+    from corl.context import RegistryView
 
-    assert corl.hookimpl is hookspecs.hookimpl is plugins.hookimpl
+    assert corl.hookimpl is hookspecs.hookimpl and not hasattr(plugins, "hookimpl")
     # the registration hook's argument is a declared type of the contract, which the host's registry satisfies
     assert typing.get_type_hints(hookspecs.corl_register_components)["registry"] is RegistryView
     assert isinstance(build_registry(make_plugin_manager(autoload=False)), RegistryView)
@@ -192,3 +192,63 @@ def test_corl_plugins_json_lists_plugins_components_and_sections(star):
     assert star_row["distribution"] == "corl-star" and star_row["version"] == "1.2.3"
     assert {"kind": "router", "name": "star", "plugin": "corl-star", "help": "everyone <- one hub agent"} in data["components"]
     assert {s["name"] for s in data["sections"]} == {"zoo"}
+
+
+CLASHING_SOURCE = PLUGIN_SOURCE + '''
+
+class Trusting:
+    def __init__(self, config, ctx=None):
+        pass
+
+    def aggregate(self, votes, verifier, context):
+        from corl.builtin.voting import MajorityConfig, MajorityVote
+
+        return MajorityVote(MajorityConfig()).aggregate(votes, verifier, context)
+
+
+def _register_reliability(registry):
+    registry.add("aggregator", "reliability", Trusting, corl.NoConfig, help="a vote of this plugin's own")
+'''
+
+
+def test_a_name_a_builtin_later_takes_leaves_the_plugin_loaded_and_both_addressable(installed_plugin, monkeypatch):
+    """(Before: a distribution registering a name corl also registers failed to load as a whole, its
+    other components gone.) Both stay, under qualified names; the bare name is ambiguous, said at
+    the recipe key that uses it and by `corl plugins`."""
+    monkeypatch.delenv(AUTOLOAD_ENV, raising=False)
+    monkeypatch.delenv(ALLOW_ENV, raising=False)
+    source = CLASHING_SOURCE.replace('    registry.add("router", "star", Star, StarConfig, help="everyone <- one hub agent")',
+                                     '    registry.add("router", "star", Star, StarConfig, help="everyone <- one hub agent")\n'
+                                     '    _register_reliability(registry)')
+    installed_plugin("corl-clash", source, entry_point="clash")
+    registry = build_registry(make_plugin_manager())
+    assert "clash" not in registry.failed
+    assert registry.get("router", "star").plugin == "corl-clash"  # the plugin's other components still load
+    assert registry.get("aggregator", "corl:reliability").plugin == "corl.builtin.voting"
+    assert registry.get("aggregator", "corl-clash:reliability").plugin == "corl-clash"
+    assert registry.get("router", "corl-clash:star") is registry.get("router", "star")
+    with pytest.raises(ConfigError) as ambiguous:
+        load_recipe({**base_recipe(), "voting": {"type": "reliability"}}, registry=registry)
+    assert str(ambiguous.value) == ("<recipe>: voting.type: aggregator 'reliability' is ambiguous: corl and corl-clash each "
+                                    "register one; write 'corl:reliability' or 'corl-clash:reliability'")
+    for name in ("corl:reliability", "corl-clash:reliability"):
+        spec = load_recipe({**base_recipe(), "voting": {"type": name}}, registry=registry)
+        assert spec.voting.aggregator.type == name
+    assert registry.clash_lines() == ["aggregator 'reliability' is registered by corl and corl-clash: a recipe names "
+                                      "one as 'corl:reliability' or 'corl-clash:reliability'"]
+
+
+def test_corl_plugins_reports_a_clash_in_one_line(installed_plugin, monkeypatch, capsys):
+    from corl import cli
+
+    monkeypatch.delenv(AUTOLOAD_ENV, raising=False)
+    monkeypatch.delenv(ALLOW_ENV, raising=False)
+    source = CLASHING_SOURCE.replace('    registry.add("router", "star", Star, StarConfig, help="everyone <- one hub agent")',
+                                     '    _register_reliability(registry)')
+    installed_plugin("corl-clash", source, entry_point="clash")
+    assert cli.main(["plugins"]) == 0
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if "ambiguous" in line] == [
+        "ambiguous: aggregator 'reliability' is registered by corl and corl-clash: a recipe names one as "
+        "'corl:reliability' or 'corl-clash:reliability'"]
+    assert "corl-clash: corl_register_components" in out or "clash (corl-clash 0.1.0): corl_register_components" in out

@@ -7,12 +7,11 @@ from collections.abc import Callable
 import pytest
 
 import corl
-from corl import protocols
+from corl.context import AgentSettings, Context, GroupView, OneRank, RunSettings, SpecView
 from corl.plugins import make_plugin_manager, registry_of
-from corl.protocols import Agent, AgentSettings, Context, GroupView, RunSettings, SpecView, Task
+from corl.protocols import Agent, Task
 from corl.recipe import load_recipe
 from corl.testing import FakePlugin, context, fake_recipe
-from corl.types import OneRank
 
 
 def test_the_context_is_typed_with_the_contracts_protocols():
@@ -33,10 +32,18 @@ def test_the_hosts_objects_satisfy_the_views():
     assert isinstance(hand.spec, SpecView) and hand.spec.run.steps == 40 and hand.spec.agents == ()
 
 
-def test_the_old_name_of_the_context_still_resolves_with_a_warning():
+def test_the_pre_release_names_are_gone_and_the_contract_has_one_home_per_name():
+    """0.2 drops the shims of the unreleased 0.1 (corl.types.Context, Routed as a mapping,
+    corl.plugins.hookimpl): one name, one place, re-exported by ``import corl``."""
+    import corl.context
+    import corl.plugins
     import corl.types
 
-    with pytest.warns(DeprecationWarning, match="corl.types.Context moved to corl.protocols.Context"):
-        assert corl.types.Context is protocols.Context
-    with pytest.raises(AttributeError):
-        corl.types.Nothing  # noqa: B018
+    for name in ("Context", "OneRank", "StopToken", "Closers"):
+        assert not hasattr(corl.types, name)
+    assert corl.Context is corl.context.Context and corl.TokenBatch is corl.types.TokenBatch
+    assert not hasattr(corl.plugins, "hookimpl")
+    with pytest.raises(TypeError):
+        corl.types.Routed(rewards={"a": [[1.0]]})["a"]  # noqa: B018 - read .rewards
+
+

@@ -92,3 +92,45 @@ def test_tiny_for_shrinks_a_warm_start_only_where_a_recipe_asks_for_one(tmp_path
     own = tmp_path / "own.toml"
     own.write_text('[zoo]\nsteps = 900\n[[agents]]\nname = "a"\nmodel = "zoo:llama-tiny"\nzoo_steps = 50\n')
     assert {"zoo.steps=20", "agents[0].zoo_steps=20"} <= set(tiny_for(own))
+
+
+WORDS = ("apple", "pear", "plum", "fig", "lime")
+
+
+class Fruit:
+    """A task whose answers are words: a fake agent writing numbers would never be right."""
+
+    def __init__(self, config=None, ctx=None):
+        self.verifier = self
+
+    def split(self, name):
+        return [corl.Prompt(f"{name}{i}", f"fruit {i}?", WORDS[i % len(WORDS)]) for i in range(32)]
+
+    def extract(self, text):
+        return text if text in WORDS else None
+
+    def equivalent(self, a, b):
+        return a == b
+
+
+def test_fake_agents_answer_in_the_tasks_alphabet_from_a_vocabulary_or_a_callable(tmp_path):
+    recipe = fake_recipe(**{"run.steps": 1, "eval.size": 16})
+    for agent in recipe["agents"]:
+        agent["vocabulary"] = list(WORDS)
+    summary = run_tiny(tmp_path / "vocabulary", recipe, task=Fruit())
+    assert all(summary["agents"][name]["before"]["pass@4"] > 0 for name in ("fake0", "fake1", "fake2"))
+    texts = {json.loads(line)["completion"] for line in (tmp_path / "vocabulary" / "samples.jsonl").read_text().splitlines()}
+    assert texts and texts <= set(WORDS)
+
+    shout = FakePlugin(answers=lambda prompt, wrong: [prompt.label.upper(), *["NOPE"] * wrong])
+    run_tiny(tmp_path / "callable", fake_recipe(**{"run.steps": 1}), plugins=[shout],
+             task=type("Loud", (Fruit,), {"extract": lambda self, t: t.lower() if t.lower() in WORDS else None})())
+    texts = {json.loads(line)["completion"] for line in (tmp_path / "callable" / "samples.jsonl").read_text().splitlines()}
+    assert texts and texts <= {w.upper() for w in WORDS} | {"NOPE"}
+
+
+def test_fake_recipe_takes_tables_at_any_key():
+    recipe = fake_recipe(**{"task": {"type": "addition", "train_size": 16}, "agents[1].sampler": {"type": "fake"},
+                            "shaping": [{"name": "len", "type": "length", "weight": 0.1}]})
+    assert recipe["task"] == {"type": "addition", "train_size": 16}
+    assert recipe["agents"][1]["sampler"] == {"type": "fake"} and recipe["shaping"][0]["weight"] == 0.1

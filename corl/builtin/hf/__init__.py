@@ -25,14 +25,14 @@ from corl.builtin.hf.reward_model import RewardModel, RewardModelConfig
 from corl.builtin.hf.vision import make_vision_agent, make_vision_sampler
 from corl.builtin.hf.vision.config import HFVisionAgentConfig, VisionSamplerConfig
 from corl.hookspecs import hookimpl
-from corl.protocols import ModelFacts
+from corl.traits import ModelFacts
 
 
 def describe(config: HFAgentConfig | HFVisionAgentConfig) -> ModelFacts:
     return ModelFacts(model=config.model, device=config.device)
 
 
-# Traits (corl.protocols.AgentTraits) both agents share: messages and placement read the model and
+# Traits (corl.traits.AgentTraits) both agents share: messages and placement read the model and
 # device from `describe`; `corl eval` points `model` at a run's exported weights.
 make_agent.describe = make_vision_agent.describe = describe
 make_agent.model_key = make_vision_agent.model_key = "model"

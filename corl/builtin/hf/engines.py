@@ -267,7 +267,7 @@ class ColocatedSampler:
         if len(samples) != len(prompts) or any(len(s) != n for s in samples):
             raise RuntimeError(f"{self.engine.name} returned {[len(s) for s in samples]} samples for "
                                f"{len(prompts)} prompts x {n}")
-        packed = pack_samples(agent, prompts, prompt_ids, samples, temp)
+        packed = pack_samples(agent, prompts, prompt_ids, samples, temp, cfg.max_new_tokens)
         # the first prompt's completions are scored again after the next sync
         self.probes = [([*prompt_ids[0], *ids], len(prompt_ids[0])) for ids, _ in samples[0][:PROBE_SAMPLES]]
         if self.sleeps:
@@ -362,12 +362,15 @@ def import_engine(module: str, sampler: str, install: str):
 
 
 def pack_samples(agent: EngineAgent, prompts: Sequence[Prompt], prompt_ids: Sequence[Sequence[int]],
-                 samples: Sequence[Sequence[tuple[Sequence[int], Sequence[float]]]], temperature: float) -> Rollout:
+                 samples: Sequence[Sequence[tuple[Sequence[int], Sequence[float]]]], temperature: float,
+                 max_new_tokens: int = 0) -> Rollout:
     """A rollout in the hf agent's own format from tokens another engine sampled (vLLM, SGLang).
 
     ``prompt_ids[p]`` are prompt ``p``'s token ids (unpadded, as the agent's ``encode`` makes them);
     ``samples[p][s]`` is sample ``s``'s completion ids and their sampling-time log-probs at
-    ``temperature``. The agent and its optimizer train on the result exactly as on the hf sampler's.
+    ``temperature``; ``max_new_tokens`` the engine's cap (a row that reached it without an EOS was
+    cut off, ``batch.truncated``; 0: rows are never called cut off). The agent and its optimizer
+    train on the result exactly as on the hf sampler's.
     """
     import torch
 
@@ -395,4 +398,4 @@ def pack_samples(agent: EngineAgent, prompts: Sequence[Prompt], prompt_ids: Sequ
         logp[r, : len(ids)] = torch.tensor(logps, dtype=torch.float32)
     device = agent.device
     return rollout(agent, prompts, n, sequences.to(device), prompt_mask.to(device), completion.to(device),
-                   logp.to(device), cmask.to(device), temperature)
+                   logp.to(device), cmask.to(device), temperature, max_new_tokens=max_new_tokens)

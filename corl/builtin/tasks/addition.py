@@ -87,7 +87,7 @@ def problems(config: AdditionConfig) -> list[tuple[int, int]]:
 class AdditionTask:
     """Disjoint seed / train / eval splits of distinct operand pairs."""
 
-    missing_split = staticmethod(missing_sized_split)  # a trait (corl.protocols.TaskTraits)
+    missing_split = staticmethod(missing_sized_split)  # a trait (corl.traits.TaskTraits)
 
     def __init__(self, config: AdditionConfig, ctx=None):
         self.verifier = AdditionVerifier(config.order)

@@ -35,7 +35,7 @@ class ArithmeticTask:
     """Disjoint seed / train / eval splits drawn from every problem of the chosen kinds."""
 
     verifier = IntegerVerifier()
-    missing_split = staticmethod(missing_sized_split)  # a trait (corl.protocols.TaskTraits)
+    missing_split = staticmethod(missing_sized_split)  # a trait (corl.traits.TaskTraits)
 
     def __init__(self, config: ArithmeticConfig, ctx=None):
         pool = [p for kind in dict.fromkeys(config.kinds) for p in _problems(kind)]

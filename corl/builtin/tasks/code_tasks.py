@@ -98,7 +98,7 @@ class ExpressionsTask:
     problems carry a reference expression, written in one of several equivalent forms at random
     (so the models learn that behaviour, not spelling, is what counts)."""
 
-    missing_split = staticmethod(missing_sized_split)  # a trait (corl.protocols.TaskTraits)
+    missing_split = staticmethod(missing_sized_split)  # a trait (corl.traits.TaskTraits)
 
     def __init__(self, config: ExpressionsConfig, ctx=None):
         self.verifier = _verifier("expression", config)
@@ -178,7 +178,7 @@ class PythonFunctionsTask:
     """Prompts ask for ``f`` in a fenced Python block; the signature is ``f``'s outputs on the
     template's test inputs. Expected outputs come from the reference solutions."""
 
-    missing_split = staticmethod(missing_sized_split)  # a trait (corl.protocols.TaskTraits)
+    missing_split = staticmethod(missing_sized_split)  # a trait (corl.traits.TaskTraits)
 
     def __init__(self, config: PythonFunctionsConfig, ctx=None):
         self.verifier = _verifier("function", config)

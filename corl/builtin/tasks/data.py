@@ -129,7 +129,7 @@ class DataTask:
 
     @staticmethod
     def check_data(config: DataConfig, source: str, rows: int) -> list[str]:
-        """A trait (:class:`corl.protocols.TaskTraits`, ``corl validate``): the first ``rows`` rows of each
+        """A trait (:class:`corl.traits.TaskTraits`, ``corl validate``): the first ``rows`` rows of each
         file, read as the run reads them; one line per file that fails, as the run words it."""
         problems = []
         for split, file in _files(config).items():
@@ -143,7 +143,7 @@ class DataTask:
 
     @staticmethod
     def missing_split(config: DataConfig, split: str) -> str | None:
-        """A trait (:class:`corl.protocols.TaskTraits`): the seed and eval splits come from files."""
+        """A trait (:class:`corl.traits.TaskTraits`): the seed and eval splits come from files."""
         if split in ("seed", "eval") and _files(config)[split] is None:
             return f'task.{split} = "FILE" (labeled rows)'
         return None

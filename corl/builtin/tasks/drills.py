@@ -144,7 +144,7 @@ class DrillsConfig:
 class DrillsTask:
     """Disjoint seed / train / eval splits of generated drills; numeric answers compared with math-verify."""
 
-    missing_split = staticmethod(missing_sized_split)  # a trait (corl.protocols.TaskTraits)
+    missing_split = staticmethod(missing_sized_split)  # a trait (corl.traits.TaskTraits)
 
     def __init__(self, config: DrillsConfig, ctx=None):
         self.verifier = NumberVerifier()

@@ -80,7 +80,7 @@ class ShapesTask:
     """Labeled seed, unlabeled train and labeled eval splits of rendered images, each from its own stream."""
 
     verifier = IntegerVerifier()
-    missing_split = staticmethod(missing_sized_split)  # a trait (corl.protocols.TaskTraits)
+    missing_split = staticmethod(missing_sized_split)  # a trait (corl.traits.TaskTraits)
 
     def __init__(self, config: ShapesConfig, ctx=None):
         # one stream per split: sizes never shift another split

@@ -36,7 +36,7 @@ def sizes(config: SizedSplits) -> dict[str, int]:
 
 
 def missing_sized_split(config: SizedSplits, split: str) -> str | None:
-    """The :class:`~corl.protocols.TaskTraits` ``missing_split`` of a sized task: a split of size 0
+    """The :class:`~corl.traits.TaskTraits` ``missing_split`` of a sized task: a split of size 0
     holds nothing."""
     return f"task.{split}_size > 0" if sizes(config).get(split) == 0 else None
 

@@ -155,7 +155,7 @@ class WordProblemsConfig:
 class WordProblemsTask:
     """Disjoint seed / train / eval splits of generated word problems; math-verify answers."""
 
-    missing_split = staticmethod(missing_sized_split)  # a trait (corl.protocols.TaskTraits)
+    missing_split = staticmethod(missing_sized_split)  # a trait (corl.traits.TaskTraits)
 
     def __init__(self, config: WordProblemsConfig, ctx=None):
         self.verifier = NumberVerifier()

@@ -18,8 +18,8 @@ from corl.builtin.policy import (
     rloo,
     rloo_advantages,
 )
+from corl.context import Context
 from corl.errors import ConfigError
-from corl.protocols import Context
 from corl.types import Rollout
 
 

@@ -1,7 +1,8 @@
 import pytest
 
 from corl.builtin.shaping import Boxed, LengthConfig, LengthPenalty, Regex, RegexConfig
-from corl.protocols import RewardShaping, ShapingTraits, traits
+from corl.protocols import RewardShaping
+from corl.traits import ShapingTraits, traits
 from corl.types import NoConfig, Rollout
 
 

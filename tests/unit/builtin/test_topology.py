@@ -3,7 +3,9 @@ import pytest
 from corl.builtin.tasks.arithmetic import IntegerVerifier
 from corl.builtin.topology import AllPairsConfig, AllPairsRouter, GroundTruthRouter, NoConfig, RingRouter, SelfRouter
 from corl.builtin.voting import MajorityConfig, MajorityVote
-from corl.types import Routed, Vote
+from corl.types import Routed, Vote, VoteContext
+
+LABEL_CTX = VoteContext("label")  # an agent's own labels (the built-in aggregators read no more of it)
 
 V = IntegerVerifier()
 AGG = MajorityVote(MajorityConfig())
@@ -21,7 +23,7 @@ def setup():
         "b": [[Vote(2, "b"), Vote(2, "b"), Vote(2, "b"), Vote(1, "b")]],
         "c": [[Vote(3, "c"), Vote(3, "c"), Vote(1, "c"), Vote(1, "c")]],
     }
-    labels = {name: AGG.aggregate(v, V) for name, v in votes.items()}
+    labels = {name: AGG.aggregate(v, V, LABEL_CTX) for name, v in votes.items()}
     return votes, labels
 
 
@@ -70,7 +72,7 @@ def test_ground_truth_router_needs_and_uses_labels():
 
 def test_no_label_means_no_reward():
     votes = {"a": [[Vote(None, "a")] * 2], "b": [[Vote(4, "b")] * 2]}
-    labels = {k: AGG.aggregate(v, V) for k, v in votes.items()}
+    labels = {k: AGG.aggregate(v, V, LABEL_CTX) for k, v in votes.items()}
     out = rewards(RingRouter(NoConfig()).route(votes, labels, V, AGG))
     assert out["b"] == [[0.0, 0.0]]
 
@@ -99,13 +101,3 @@ def test_each_router_says_which_label_rewarded_whom():
     assert mean.targets["a"] == [None]
     truth = GroundTruthRouter(NoConfig()).route(votes, labels, V, AGG, truth=[3])
     assert truth.targets["a"][0].answer == 3
-
-
-def test_indexing_a_routed_result_still_reads_its_rewards_with_a_deprecation_warning():
-    """A router that wraps a built-in one and indexes its result (the plain mapping of before) keeps
-    working until 0.3, warned."""
-    routed = Routed(rewards={"a": [[1.0, 0.0]], "b": [[0.0, 0.0]]})
-    with pytest.warns(DeprecationWarning, match=r"read its \.rewards"):
-        assert routed["a"] == [[1.0, 0.0]]
-    with pytest.warns(DeprecationWarning):
-        assert dict(routed) == routed.rewards and len(routed) == 2 and sorted(routed) == ["a", "b"]

@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 
 from corl.builtin.tasks.arithmetic import IntegerVerifier
 from corl.builtin.voting import MajorityConfig, MajorityVote, WeightedConfig, WeightedVote, group_answers
-from corl.types import Vote
+from corl.types import Vote, VoteContext
+
+LABEL_CTX = VoteContext("label")  # an agent's own labels (the built-in aggregators read no more of it)
 
 
 @attrs.frozen
@@ -31,20 +33,20 @@ def test_equivalent_answers_are_grouped_before_counting():
     vs = votes("1/2", "3", "0.5", "2/4", "3", None)
     groups = group_answers(vs, FractionVerifier())
     assert [(rep, idx) for rep, idx in groups] == [("1/2", [0, 2, 3]), ("3", [1, 4])]
-    [label] = MajorityVote(MajorityConfig()).aggregate([vs], FractionVerifier())
+    [label] = MajorityVote(MajorityConfig()).aggregate([vs], FractionVerifier(), LABEL_CTX)
     assert label.answer == "1/2"
     assert label.share == pytest.approx(3 / 5)  # None does not vote
     assert dict(label.counts) == {"1/2": 3.0, "3": 2.0}
 
 
 def test_no_valid_answer_gives_no_label():
-    [label] = MajorityVote(MajorityConfig()).aggregate([votes(None, None)], IntegerVerifier())
+    [label] = MajorityVote(MajorityConfig()).aggregate([votes(None, None)], IntegerVerifier(), LABEL_CTX)
     assert label.answer is None and label.share == 0.0
 
 
 def test_ties_are_deterministic_seeded_and_unbiased():
     tie = votes(10, 7, 10, 7)
-    pick = lambda seed: MajorityVote(MajorityConfig(), _Ctx(seed)).aggregate([tie], IntegerVerifier())[0]
+    pick = lambda seed: MajorityVote(MajorityConfig(), _Ctx(seed)).aggregate([tie], IntegerVerifier(), LABEL_CTX)[0]
     # a fresh aggregator with the same seed picks the same answer (no hidden state)
     assert all(pick(s).answer == pick(s).answer for s in range(5))
     assert pick(0).share == 0.5
@@ -53,7 +55,7 @@ def test_ties_are_deterministic_seeded_and_unbiased():
 
 
 def test_tie_break_none_declines():
-    [label] = MajorityVote(MajorityConfig(tie_break="none")).aggregate([votes(1, 2)], IntegerVerifier())
+    [label] = MajorityVote(MajorityConfig(tie_break="none")).aggregate([votes(1, 2)], IntegerVerifier(), LABEL_CTX)
     assert label.answer is None
 
 
@@ -69,18 +71,18 @@ answers = st.lists(st.lists(st.one_of(st.none(), st.integers(0, 5)), min_size=1,
 @given(answers, st.integers(0, 3))
 def test_weighted_with_equal_weights_equals_majority(batch, seed):
     vs = [[Vote(a, "x", confidence=-0.7) for a in row] for row in batch]
-    majority = MajorityVote(MajorityConfig(), _Ctx(seed)).aggregate(vs, IntegerVerifier())
+    majority = MajorityVote(MajorityConfig(), _Ctx(seed)).aggregate(vs, IntegerVerifier(), LABEL_CTX)
     for weight in ("uniform", "confidence", "self_consistency"):
-        weighted = WeightedVote(WeightedConfig(weight=weight), _Ctx(seed)).aggregate(vs, IntegerVerifier())
+        weighted = WeightedVote(WeightedConfig(weight=weight), _Ctx(seed)).aggregate(vs, IntegerVerifier(), LABEL_CTX)
         assert [w.answer for w in weighted] == [m.answer for m in majority]
         assert [w.share for w in weighted] == pytest.approx([m.share for m in majority])
 
 
 def test_confidence_weights_can_overturn_the_count():
     vs = [Vote(1, "a", confidence=-3.0), Vote(1, "a", confidence=-3.0), Vote(2, "a", confidence=-0.01)]
-    [label] = WeightedVote(WeightedConfig(weight="confidence")).aggregate([vs], IntegerVerifier())
+    [label] = WeightedVote(WeightedConfig(weight="confidence")).aggregate([vs], IntegerVerifier(), LABEL_CTX)
     assert label.answer == 2
-    [label] = MajorityVote(MajorityConfig()).aggregate([vs], IntegerVerifier())
+    [label] = MajorityVote(MajorityConfig()).aggregate([vs], IntegerVerifier(), LABEL_CTX)
     assert label.answer == 1
 
 
@@ -89,20 +91,20 @@ def test_self_consistency_weights_trust_the_consistent_agent():
     # even though noisy cast more votes for its own.
     prompt = votes(5, 5, agent="steady") + votes(6, 6, 6, 7, 8, 9, agent="noisy")
     other = votes(1, 1, agent="steady") + votes(2, 3, 4, 2, 5, 6, agent="noisy")
-    labels = WeightedVote(WeightedConfig(weight="self_consistency")).aggregate([prompt, other], IntegerVerifier())
+    labels = WeightedVote(WeightedConfig(weight="self_consistency")).aggregate([prompt, other], IntegerVerifier(), LABEL_CTX)
     assert labels[0].answer == 5
-    assert MajorityVote(MajorityConfig()).aggregate([prompt], IntegerVerifier())[0].answer == 6
+    assert MajorityVote(MajorityConfig()).aggregate([prompt], IntegerVerifier(), LABEL_CTX)[0].answer == 6
 
 
 def test_confidence_gate_withholds_weak_labels():
     gated = MajorityVote(MajorityConfig(min_share=0.5))
     strong, weak, sparse = votes(3, 3, 3, 1), votes(3, 3, 1, 2, 4), votes(5, 5, None, None, None, None)
-    labels = gated.aggregate([strong, weak, sparse], IntegerVerifier())
+    labels = gated.aggregate([strong, weak, sparse], IntegerVerifier(), LABEL_CTX)
     assert labels[0].answer == 3
     assert labels[1].answer is None and labels[1].share == pytest.approx(2 / 5)  # 2 of 5 < 0.5
     # 2 of 2 valid answers, but only 2 of 6 votes: no-answers count against confidence
     assert labels[2].answer is None and labels[2].share == 1.0
-    assert MajorityVote(MajorityConfig()).aggregate([sparse], IntegerVerifier())[0].answer == 5
+    assert MajorityVote(MajorityConfig()).aggregate([sparse], IntegerVerifier(), LABEL_CTX)[0].answer == 5
 
 
 # -- the reliability vote (one-coin Dawid-Skene) ------------------------------------------------------
@@ -127,18 +129,18 @@ def test_the_reliability_vote_is_majority_without_evidence_and_on_equal_agents()
 
     v = IntegerVerifier()
     cohort = synthetic_cohort({"a": 0.5, "b": 0.5, "c": 0.5}, prompts=32, n=4, seed=0)
-    majority = MajorityVote(MajorityConfig()).aggregate(pooled(cohort, ["a", "b", "c"]), v)
+    majority = MajorityVote(MajorityConfig()).aggregate(pooled(cohort, ["a", "b", "c"]), v, LABEL_CTX)
     fresh = ReliabilityVote(ReliabilityConfig())
-    assert fresh.aggregate(pooled(cohort, ["a", "b", "c"]), v) == majority  # no evidence: every agent alike
+    assert fresh.aggregate(pooled(cohort, ["a", "b", "c"]), v, LABEL_CTX) == majority  # no evidence: every agent alike
     # equal agents: the same votes under three names give three equal reliabilities, so the same labels
     same = {a: [[Vote(x.answer, a) for x in row] for row in cohort["a"]] for a in "abc"}
     vote = ReliabilityVote(ReliabilityConfig())
     metrics = vote.observe(same, v, 1)
     assert len({m["reliability"] for m in metrics.values()}) == 1
-    assert vote.aggregate(pooled(same, ["a", "b", "c"]), v) == \
-        MajorityVote(MajorityConfig()).aggregate(pooled(same, ["a", "b", "c"]), v)
+    assert vote.aggregate(pooled(same, ["a", "b", "c"]), v, LABEL_CTX) == \
+        MajorityVote(MajorityConfig()).aggregate(pooled(same, ["a", "b", "c"]), v, LABEL_CTX)
     # one agent's votes (its own label, an evaluation's maj@k) are never weighed
-    assert vote.aggregate(cohort["b"], v) == MajorityVote(MajorityConfig()).aggregate(cohort["b"], v)
+    assert vote.aggregate(cohort["b"], v, LABEL_CTX) == MajorityVote(MajorityConfig()).aggregate(cohort["b"], v, LABEL_CTX)
 
 
 def test_the_reliability_vote_ranks_agents_by_their_true_accuracy_and_beats_majority_on_unequal_ones():
@@ -155,7 +157,7 @@ def test_the_reliability_vote_ranks_agents_by_their_true_accuracy_and_beats_majo
     test = synthetic_cohort(truth, prompts=400, n=8, seed=99, wrong=3)
     votes_ = pooled(test, list(truth))
     right = lambda labels: sum(lab.answer == 0 for lab in labels) / len(labels)
-    assert right(vote.aggregate(votes_, v)) > right(MajorityVote(MajorityConfig()).aggregate(votes_, v)) + 0.05
+    assert right(vote.aggregate(votes_, v, LABEL_CTX)) > right(MajorityVote(MajorityConfig()).aggregate(votes_, v, LABEL_CTX)) + 0.05
 
 
 def test_the_reliability_state_resumes_bit_for_bit(tmp_path):
@@ -174,7 +176,7 @@ def test_the_reliability_state_resumes_bit_for_bit(tmp_path):
         resumed.observe(cohort, v, s + 1)
     assert resumed.right == straight.right and resumed.answered == straight.answered  # floats, exactly
     last = pooled(steps[-1], ["a", "b", "c"])
-    assert resumed.aggregate(last, v) == straight.aggregate(last, v)
+    assert resumed.aggregate(last, v, LABEL_CTX) == straight.aggregate(last, v, LABEL_CTX)
 
 
 def test_a_run_pooling_by_reliability_resumes_bit_for_bit(tmp_path):

@@ -152,7 +152,7 @@ def test_a_nan_reward_skips_the_update_and_counts_like_a_nan_loss(corl_run):
 
 def test_an_aggregators_output_is_checked():
     class Short:
-        def aggregate(self, votes, verifier):
+        def aggregate(self, votes, verifier, context):
             return []
 
     with pytest.raises(PluginError, match=r"aggregator= object Short returned 0 pseudo-labels for agent 'fake0'"):
@@ -163,7 +163,7 @@ def test_pseudo_labels_with_unhashable_answers_are_named(tmp_path):
     from corl.types import PseudoLabel
 
     class Lists:  # the right count, but answers votes cannot be grouped by
-        def aggregate(self, votes, verifier):
+        def aggregate(self, votes, verifier, context):
             return [PseudoLabel(answer=[1, 2], share=1.0, counts={}) for _ in votes]
 
     with pytest.raises(PluginError, match=r"^aggregator= object Lists returned a pseudo-label answer of type list for "

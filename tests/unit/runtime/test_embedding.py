@@ -208,3 +208,38 @@ def test_corl_run_and_load_recipe_have_real_signatures():
     with pytest.raises(TypeError, match="unexpected keyword argument 'optimiser'"):
         corl.run({}, optimiser=object())
     assert "``resume``" in corl.run.__doc__ and "``objects``" in load_recipe.__doc__  # each argument documented
+
+
+class Warm(RingRouter):
+    """A ring with a setting of its own, as an embedding program writes one."""
+
+    def __init__(self, warmup=3):
+        super().__init__(NoConfig())
+        self.warmup = warmup
+
+
+def test_python_resume_compares_the_objects_settings_not_only_their_classes(tmp_path, fakes):
+    """(Before: any object of the same class resumed the run, whatever its settings.)"""
+    out = tmp_path / "warm"
+    recipe = fake_recipe(**{"run.steps": 1, "run.checkpoint_every": 1})
+    corl.run(recipe, [f"run.output_dir={out}"], router=Warm(warmup=3))
+    with pytest.raises(CorlError, match=r"the recipe changed since this checkpoint \(router= object Warm: warmup: 3 -> 5\)"
+                                        r"; resume with the same recipe and objects of the same settings, or pass "
+                                        r"force=True") as refused:
+        corl.run(str(out), ["run.steps=2"], router=Warm(warmup=5), resume=True)
+    assert "\n" not in str(refused.value)
+    assert corl.run(str(out), ["run.steps=2"], router=Warm(warmup=3), resume=True)["steps"] == 2
+
+
+def test_a_table_an_object_replaces_is_not_looked_up_in_the_registry(tmp_path, fakes):
+    """(Before: task=obj still required the recipe's [task] to name a registered task.)"""
+    from corl.builtin.tasks.arithmetic import ArithmeticConfig, ArithmeticTask
+
+    recipe = fake_recipe(**{"run.steps": 1, "task": {"type": "countdown", "size": 3},
+                            "voting": {"type": "tournament", "n_votes": 8, "n_train": 8},
+                            "topology": {"type": "elo"}})
+    task = ArithmeticTask(ArithmeticConfig(seed_size=0, train_size=64, eval_size=32))
+    summary = corl.run(recipe, [f"run.output_dir={tmp_path}"], task=task, aggregator=Vote(), router=Router())
+    assert summary["steps"] == 1
+    with pytest.raises(corl.ConfigError, match=r"task.type: unknown task 'countdown'"):
+        corl.run(recipe, [f"run.output_dir={tmp_path / 'b'}"], aggregator=Vote(), router=Router())

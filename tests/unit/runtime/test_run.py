@@ -22,9 +22,9 @@ class CountingMajority:
     def __init__(self):
         self.inner, self.calls = MajorityVote(MajorityConfig()), 0
 
-    def aggregate(self, votes, verifier):
+    def aggregate(self, votes, verifier, context):
         self.calls += 1
-        return self.inner.aggregate(votes, verifier)
+        return self.inner.aggregate(votes, verifier, context)
 
 
 class SpyRouter:
@@ -112,7 +112,7 @@ def test_a_hanging_verifier_costs_one_answer_not_the_run(tmp_path, cache_dir):
 class ConstantLabel:
     """Colluding peers: the same pseudo-label for every prompt (one no sample can match)."""
 
-    def aggregate(self, votes, verifier):
+    def aggregate(self, votes, verifier, context):
         return [corl.PseudoLabel("seven", 1.0, {"seven": 1.0}) for _ in votes]
 
 

@@ -40,7 +40,7 @@ def preview(config: HFAgentConfig, ctx, prompts):
     return rendered(config, ctx, prompts)
 
 
-# Traits (corl.protocols.AgentTraits): validation refuses a zoo: model on a task without a seed split;
+# Traits (corl.traits.AgentTraits): validation refuses a zoo: model on a task without a seed split;
 # `corl data preview` renders a text agent's prompts from its tokenizer alone.
 make_agent.check = zoo_needs_seed
 make_agent.preview = preview

@@ -33,7 +33,7 @@ def decode(model, ids, mask, n: int, max_new_tokens: int, temp: float, greedy: b
     recorded log-prob, which stays the training forward's), and the mask of each row's own tokens,
     up to and including the
     EOS or stop-string token that ended it. One step's ``[rows, vocab]`` logits exist at a time.
-    ``check()`` runs before every forward pass (a run's stop: :class:`corl.types.StopToken`).
+    ``check()`` runs before every forward pass (a run's stop: :class:`corl.context.StopToken`).
     """
     import torch
 

@@ -57,7 +57,8 @@ class HFSampler:
         # One up to and including the token that ended the row (EOS, a stop string or the limit).
         cmask = torch.cat([pad_to(m) for _, _, m in pieces])
         return rollout(agent, prompts, n, enc["input_ids"].repeat_interleave(n, 0),
-                       enc["attention_mask"].repeat_interleave(n, 0), completion, logp, cmask, temp, cfg.stop)
+                       enc["attention_mask"].repeat_interleave(n, 0), completion, logp, cmask, temp, cfg.stop,
+                       max_new_tokens=cfg.max_new_tokens)
 
     def _stop_at(self, tokenizer) -> StopAt:
         """One stop-string matcher per tokenizer (building one scans the whole vocabulary)."""

@@ -63,7 +63,7 @@ class ZooConfig:
 
 
 def zoo_needs_seed(config: ZooSettings, facts) -> list[tuple[str, str]]:
-    """An agent's validation cross-check (:class:`corl.protocols.AgentTraits`): a ``zoo:`` model
+    """An agent's validation cross-check (:class:`corl.traits.AgentTraits`): a ``zoo:`` model
     warm-starts on the task's labeled seed split, so a task that will have none is refused here,
     before anything loads (unless the agent asks for an untrained model with zoo_steps = 0). A
     shipped zoo model needs no seed split, and takes no warm-start settings."""

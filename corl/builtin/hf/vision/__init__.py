@@ -29,4 +29,4 @@ def make_vision_sampler(config: VisionSamplerConfig, ctx=None):
     return VisionSampler(config, ctx)
 
 
-make_vision_agent.check = zoo_needs_seed  # a trait (corl.protocols.AgentTraits), as the hf agent's
+make_vision_agent.check = zoo_needs_seed  # a trait (corl.traits.AgentTraits), as the hf agent's

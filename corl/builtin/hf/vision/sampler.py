@@ -55,7 +55,7 @@ class VisionSampler:
         is_eos = completion == eos
         cmask = (is_eos.cumsum(1) - is_eos.long()) == 0  # up to and including the first EOS
         return rollout(agent, prompts, n, prompt_ids, prompt_mask, completion, logp, cmask, temp,
-                       batch_cls=VisionSampleBatch, images=row_images)
+                       batch_cls=VisionSampleBatch, images=row_images, max_new_tokens=cfg.max_new_tokens)
 
     def sync(self, agent: ImageTextAgent) -> None:
         """Sampling reads the trainer's own weights: nothing to push."""

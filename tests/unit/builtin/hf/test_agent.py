@@ -11,7 +11,7 @@ from corl.builtin.hf.models import zoo
 from corl.builtin.hf.models.config import ZooConfig
 from corl.builtin.policy import GRPOConfig, grpo, grpo_advantages
 from corl.builtin.tasks.arithmetic import ArithmeticConfig, ArithmeticTask
-from corl.protocols import Context
+from corl.context import Context
 from tests.kit import hf_agent, zoo_context
 
 
@@ -297,8 +297,8 @@ def test_the_sampler_polls_the_runs_stop_at_every_decode_step(task, cache_dir):
     """An evaluation of a real model is abandoned inside its decode loop, not after it."""
     import signal
 
+    from corl.context import StopToken
     from corl.errors import Stopping
-    from corl.types import StopToken
 
     agent = make_agent("llama-tiny", task)
     stop = StopToken()

@@ -20,8 +20,8 @@ from corl.builtin.hf.backend.sampler import HFSampler
 from corl.builtin.hf.models import sources as models
 from corl.builtin.policy import GRPOConfig, grpo
 from corl.builtin.tasks.word_problems import WordProblemsConfig, WordProblemsTask
+from corl.context import Context
 from corl.errors import CorlError
-from corl.protocols import Context
 from corl.recipe import load_recipe
 from tests.kit import ROOT
 

@@ -5,7 +5,9 @@ import pytest
 from corl.builtin.tasks.addition import AdditionConfig, AdditionTask, AdditionVerifier, answer_text
 from corl.builtin.voting import MajorityConfig, MajorityVote
 from corl.errors import ConfigError
-from corl.types import Vote
+from corl.types import Vote, VoteContext
+
+LABEL_CTX = VoteContext("label")  # an agent's own labels (the built-in aggregators read no more of it)
 
 
 def test_splits_are_disjoint_labeled_and_reproducible():
@@ -49,7 +51,7 @@ def test_the_verifier_reads_numbers_and_refuses_anything_else():
 def test_votes_group_equal_sums():
     v = AdditionVerifier("reversed")
     votes = [[Vote(v.extract(t), "a") for t in ("2850", "285", "1850", "x")]]
-    (label,) = MajorityVote(MajorityConfig()).aggregate(votes, v)
+    (label,) = MajorityVote(MajorityConfig()).aggregate(votes, v, LABEL_CTX)
     assert label.answer == 582 and label.share == pytest.approx(2 / 3)
 
 

@@ -9,7 +9,9 @@ from corl.builtin.voting import MajorityConfig, MajorityVote
 from corl.runtime.evaluation import votes_of
 from corl.runtime.verify import BoundedVerifier, extract_all
 from corl.sandbox import Limits, Outcome
-from corl.types import NoConfig, Prompt, Rollout, Routed
+from corl.types import NoConfig, Prompt, Rollout, Routed, VoteContext
+
+LABEL_CTX = VoteContext("label")  # an agent's own labels (the built-in aggregators read no more of it)
 
 FAST = Limits(wall_seconds=1.0, memory_mb=256)
 PROMPT = Prompt("p", "3,5,7=", label=("9", "13", "23", "-1"), test_inputs=(3, 5, 10, -2))
@@ -53,7 +55,7 @@ def test_majority_over_signatures_picks_the_behaviour_most_programs_share(verifi
     texts = ["2*x+4", "2*x+4", "2*x+3", "x*2+3", "3+x*2", "1/0", "1/0", "1/0"]
     rollout = Rollout("a", (PROMPT,), (tuple(texts),), ((1,) * 8,), ((0.0,) * 8,))
     votes = votes_of(rollout, BoundedVerifier(verifier, 1.0))
-    (label,) = MajorityVote(MajorityConfig()).aggregate(votes, verifier)
+    (label,) = MajorityVote(MajorityConfig()).aggregate(votes, verifier, LABEL_CTX)
     assert label.answer == PROMPT.label and label.share == pytest.approx(3 / 5)
 
 
@@ -66,7 +68,7 @@ def test_routers_reward_programs_that_behave_like_the_peer_label(verifier):
     peer = Rollout("b", (PROMPT,), (("3+x+x", "2*x+3", "x"),), ((1,) * 3,), ((0.0,) * 3,))
     votes = {"a": votes_of(mine, verifier), "b": votes_of(peer, verifier)}
     agg = MajorityVote(MajorityConfig())
-    labels = {k: agg.aggregate(v, verifier) for k, v in votes.items()}
+    labels = {k: agg.aggregate(v, verifier, LABEL_CTX) for k, v in votes.items()}
     assert rewards(RingRouter(NoConfig()).route(votes, labels, verifier, agg))["a"] == [[1.0, 0.0, 0.0]]
     assert rewards(AllPairsRouter(AllPairsConfig()).route(votes, labels, verifier, agg))["a"] == [[1.0, 0.0, 0.0]]
     # on its own, a's two voting programs behave differently: the seeded tie-break picks one

@@ -7,9 +7,9 @@ import pytest
 
 from corl.builtin.tasks.answers import MathVerifier
 from corl.builtin.tasks.data import DataConfig, DataTask
+from corl.context import Context
 from corl.errors import ConfigError, CorlError
 from corl.plugins import build_registry, make_plugin_manager
-from corl.protocols import Context
 from corl.recipe import load_recipe
 from corl.types import Prompt
 from tests.kit import ROOT

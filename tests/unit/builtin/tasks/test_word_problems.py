@@ -7,7 +7,9 @@ import pytest
 
 from corl.builtin.tasks import word_problems as wp
 from corl.builtin.voting import MajorityConfig, MajorityVote
-from corl.types import Vote
+from corl.types import Vote, VoteContext
+
+LABEL_CTX = VoteContext("label")  # an agent's own labels (the built-in aggregators read no more of it)
 
 
 def _solve(text: str) -> int:
@@ -77,5 +79,5 @@ def test_42_42point0_and_dollar_42_are_one_vote():
     verifier = wp.WordProblemsTask(wp.WordProblemsConfig(train_size=1, eval_size=0)).verifier
     texts = ["Answer: 42", "Answer: 42.0", "Answer: $42", "Answer: 41", "#### 41"]
     votes = [[Vote(verifier.extract(t), "a") for t in texts]]
-    label = MajorityVote(MajorityConfig(), None).aggregate(votes, verifier)[0]
+    label = MajorityVote(MajorityConfig(), None).aggregate(votes, verifier, LABEL_CTX)[0]
     assert verifier.equivalent(label.answer, "42") and label.share == pytest.approx(0.6)
