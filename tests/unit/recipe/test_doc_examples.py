@@ -20,8 +20,13 @@ def registry():
 
 
 @pytest.mark.parametrize("page, i, block", BLOCKS, ids=[f"{page}#{i}" for page, i, _ in BLOCKS])
-def test_the_recipe_fragments_in_the_docs_validate(registry, page, i, block):
+def test_the_recipe_fragments_in_the_docs_validate(registry, page, i, block, tmp_path, monkeypatch):
     fragment = tomllib.loads(block)
+    monkeypatch.chdir(tmp_path)  # a folder a fragment names (a reward model's) is the reader's: made here
+    for term in fragment.get("shaping", []):
+        if isinstance(term.get("model"), str):
+            (tmp_path / term["model"]).mkdir(parents=True)
+            (tmp_path / term["model"] / "config.json").write_text('{"model_type": "llama"}')
     recipe = {"agents": [{"name": "a", "model": "HuggingFaceTB/SmolLM2-360M-Instruct"}], "topology": {"type": "self"},
               **fragment}
     load_recipe(recipe, registry=registry)

@@ -5,6 +5,8 @@ import json
 
 import pytest
 
+from corl import manifest
+
 from corl.errors import CorlError
 from corl.plugins import make_plugin_manager, registry_of
 from corl.recipe import defaults_of, differences, load_recipe, to_dict
@@ -57,12 +59,14 @@ def test_an_older_checkpoint_resumes_without_force(tmp_path):
     saved["recipe"] = older(saved["recipe"], "shaping", "observers", "agents.0.ranks", "agents.1.ranks",
                             "agents.2.ranks", "voting.min_share")
     state.write_text(json.dumps(saved))
+    manifest.write(state.parent)  # sealed as its corl wrote it (an edited file no longer verifies)
     summary = run_tiny(out, recipe, ["run.steps=3"], resume=True)
     assert summary["steps"] == 3
 
     # a key it predates whose value now is not its default is what the run trains with: refused
     pristine["recipe"] = older(pristine["recipe"], "voting.min_share")
     (out / "checkpoints" / "step-000003" / "state.json").write_text(json.dumps(pristine))
+    manifest.write(out / "checkpoints" / "step-000003")
     with pytest.raises(CorlError, match=r"the recipe changed since this checkpoint \(voting.min_share: \(absent\) -> "
                                         r"0.5\); resume with the same recipe, or pass --force"):
         run_tiny(out, recipe, ["run.steps=4", "voting.min_share=0.5"], resume=True)
