@@ -19,7 +19,6 @@ import attrs
 from corl.errors import CorlError
 from corl.recipe.locate import resolve
 
-
 ADAPTER_CONFIG = "adapter_config.json"  # a peft adapter folder: the base is the recipe's, the adapters are loaded into it
 
 

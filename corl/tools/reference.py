@@ -10,7 +10,7 @@ import attrs
 
 from corl import hookspecs
 from corl.plugins import Registry
-from corl.recipe.schema import SHOWN, DEFAULT_TYPES, AgentKeys, EvalSection, RunSection, ShapingKeys, VotingKeys
+from corl.recipe.schema import DEFAULT_TYPES, SHOWN, AgentKeys, EvalSection, RunSection, ShapingKeys, VotingKeys
 from corl.recipe.structure import default_of, type_name
 
 SECTIONS = (

@@ -6,7 +6,6 @@ import json
 import pytest
 
 from corl import manifest
-
 from corl.errors import CorlError
 from corl.plugins import make_plugin_manager, registry_of
 from corl.recipe import defaults_of, differences, load_recipe, to_dict

@@ -16,7 +16,6 @@ from corl.errors import CorlError
 from corl.protocols import missing_members
 from corl.types import Prompt
 
-
 DEBUG_ENV = "CORL_DEBUG"  # (corl.cli's): with it set, transformers and peft speak as they like
 
 
