@@ -15,6 +15,7 @@ import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
+from corl.builtin.hf.backend import recompute
 from corl.builtin.hf.backend.batch import SampleBatch
 from corl.builtin.hf.backend.common import (
     capped_texts,
@@ -49,6 +50,7 @@ class HFAgent:
 
         hf_logging.disable_progress_bar()  # corl draws its own progress
         self.name, self.config = ctx.agent_name, config
+        self._log, self._recomputing = ctx.log, None  # (the last choice of gradient_checkpointing = "auto")
         self.longest = None  # the task's longest prompt in this agent's tokens (common.measure)
         who = f"agent {self.name!r}"
 
@@ -180,7 +182,7 @@ class HFAgent:
         model = self.model if not reference or adapters_off else self.reference
         if model is None:
             raise RuntimeError(f"agent {self.name!r}: reference log-probs asked before freeze_reference()")
-        checkpointing = self.config.gradient_checkpointing and torch.is_grad_enabled() and not reference
+        checkpointing = torch.is_grad_enabled() and not reference and self._recompute(len(rows), batch.sequences.shape[1])
         model.train(checkpointing)  # (dropout is off; see __init__)
         for dropout in self._dropouts:  # the adapters' own dropout, in the update only
             dropout.train(torch.is_grad_enabled() and not reference)
@@ -203,6 +205,20 @@ class HFAgent:
             logps.append(logp)
             entropies.append(entropy)
         return torch.cat(logps, 1), torch.cat(entropies, 1)
+
+    def _recompute(self, rows: int, tokens: int) -> bool:
+        """Whether this update's forward pass recomputes activations in backward (``gradient_checkpointing``;
+        ``auto``: from a memory estimate, :mod:`corl.builtin.hf.backend.recompute`, logged when it changes)."""
+        setting = self.config.gradient_checkpointing
+        if setting != "auto":
+            return setting
+        estimate = recompute.activation_bytes(self.model.config, rows, tokens)
+        available = recompute.available_bytes(self.device)
+        choice = recompute.needed(estimate, available)
+        if choice != self._recomputing:
+            self._recomputing = choice
+            self._log(recompute.describe(f"agent {self.name!r}", choice, estimate, available, rows, tokens))
+        return choice
 
     def matmul(self, phase: str) -> str:
         """The matmul dtype of ``phase`` ("sample" or "train"), ``auto`` resolved for the agent's device."""

@@ -106,3 +106,48 @@ def test_frozen_embeddings_are_stored_in_bf16_when_every_phase_is_bf16(setup, tm
     # without bf16 phases the frozen matrix keeps the weights' dtype
     plain = HFAgent(HFAgentConfig(model="zoo:llama-tiny", freeze_embeddings=True), ctx)
     assert plain.model.get_input_embeddings().weight.dtype == torch.float32
+
+
+def test_the_recompute_choice_follows_the_memory_estimate():
+    from types import SimpleNamespace
+
+    from corl.builtin.hf.backend import recompute
+
+    smollm2 = SimpleNamespace(hidden_size=576, intermediate_size=1536, num_attention_heads=9, num_hidden_layers=30)
+    small = recompute.activation_bytes(smollm2, 8, 90)
+    # by hand: 30 layers x 720 tokens x (10 x 576 + 4 x 1536 + 9 x 90) floats of 4 bytes
+    assert small == 4 * 30 * 8 * 90 * (5760 + 6144 + 810)
+    assert recompute.activation_bytes(smollm2, 16, 90) == 2 * small  # linear in rows
+    assert recompute.activation_bytes(smollm2, 8, 180) > 2 * small  # superlinear in tokens (attention rows)
+    assert not recompute.needed(small, 4 * 2**30) and recompute.needed(small, 2 * small - 1)
+    assert recompute.needed(recompute.activation_bytes(smollm2, 256, 4096), 64 * 2**30)  # long rows: recompute
+    assert recompute.available_bytes(torch.device("cpu")) > 0
+
+
+@pytest.mark.parametrize("available, recomputed", [(2**40, False), (1, True)])
+def test_auto_checkpointing_chooses_from_memory_logs_once_and_keeps_the_gradients(setup, monkeypatch, available,
+                                                                                  recomputed):
+    from corl.builtin.hf.backend import recompute
+
+    ctx, batch = setup
+    lines = []
+    monkeypatch.setattr(recompute, "available_bytes", lambda device: available)
+    agent = HFAgent(HFAgentConfig(model="zoo:llama-tiny", gradient_checkpointing="auto"),
+                    attrs.evolve(ctx, log=lines.append))
+    rows = torch.arange(len(batch.sequences))
+    want = _grads(agent, _full(agent, batch, rows), batch)
+    mlp, calls = agent.model.model.layers[0].mlp, []
+    forward = mlp.forward
+    monkeypatch.setattr(mlp, "forward", lambda *a, **k: calls.append(1) or forward(*a, **k))  # (hooks miss recomputes)
+    for _ in range(2):
+        logp, _ = agent.token_logprobs(batch, rows)
+        got = _grads(agent, logp, batch)
+        assert want.keys() == got.keys() and all(torch.allclose(want[k], got[k], atol=1e-5) for k in want)
+    # the first layer's MLP ran once per pass (prompt, completions), and the completions' again in backward
+    # when recomputed (the prompt pass is never checkpointed: forward.py)
+    assert len(calls) == 2 * (3 if recomputed else 2)
+    assert len(lines) == 1 and f"gradient checkpointing {'on' if recomputed else 'off'} (auto)" in lines[0]
+    assert "rows x" in lines[0] and "GiB available" in lines[0]
+    with torch.no_grad():
+        agent.token_logprobs(batch, rows)  # no gradient: nothing to recompute, nothing logged
+    assert len(lines) == 1
