@@ -56,8 +56,8 @@ class PolicyConfig:
     min_lr_ratio: float = attrs.field(default=0.0, validator=[v.ge(0), v.le(1)], metadata={
         "help": "where the linear or cosine decay ends, as a fraction of lr"})
     fused: bool = attrs.field(default=True, metadata={
-        "help": "AdamW's fused kernel where torch has one for the parameters (plain CPU or GPU tensors; not a sharded "
-                "agent's): one pass over all parameters, ~3x faster on a CPU, equal to the per-tensor loop within float "
+        "help": "AdamW's fused kernel where torch has one for the parameters (plain CPU or GPU tensors; not a "
+                "sharded agent's): one pass over all parameters, faster, equal to the per-tensor loop within float "
                 "rounding (docs/performance.md); false: the per-tensor loop"})
 
     def __attrs_post_init__(self):

@@ -182,7 +182,8 @@ class HFAgent:
         model = self.model if not reference or adapters_off else self.reference
         if model is None:
             raise RuntimeError(f"agent {self.name!r}: reference log-probs asked before freeze_reference()")
-        checkpointing = torch.is_grad_enabled() and not reference and self._recompute(len(rows), batch.sequences.shape[1])
+        grad = torch.is_grad_enabled() and not reference
+        checkpointing = grad and self._recompute(len(rows), batch.sequences.shape[1])
         model.train(checkpointing)  # (dropout is off; see __init__)
         for dropout in self._dropouts:  # the adapters' own dropout, in the update only
             dropout.train(torch.is_grad_enabled() and not reference)
