@@ -322,7 +322,9 @@ def _chunk_logprobs(model, hidden, target, temperature: float):
     cap = getattr(model.config, "final_logit_softcapping", None)
     if cap:  # Gemma 2 caps its logits; the same transform generate applies
         logits = torch.tanh(logits / cap) * cap
-    logp_all = (logits / temperature).log_softmax(-1)
+    if temperature != 1:  # (at 1 the division is exact and costs a vocabulary-wide pass each way: skipped)
+        logits = logits / temperature
+    logp_all = logits.log_softmax(-1)
     logp = logp_all.gather(-1, target.unsqueeze(-1)).squeeze(-1)
     with torch.no_grad():
         entropy = -(logp_all.exp() * logp_all).sum(-1)

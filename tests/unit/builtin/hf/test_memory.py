@@ -151,3 +151,27 @@ def test_auto_checkpointing_chooses_from_memory_logs_once_and_keeps_the_gradient
     with torch.no_grad():
         agent.token_logprobs(batch, rows)  # no gradient: nothing to recompute, nothing logged
     assert len(lines) == 1
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_chunk_logprobs_skip_the_division_by_a_temperature_of_one_and_equal_the_formula(setup, temperature):
+    from torch.profiler import profile
+
+    from corl.builtin.hf.backend.agent import _chunk_logprobs
+
+    ctx, _ = setup
+    agent = HFAgent(HFAgentConfig(model="zoo:llama-tiny"), ctx)
+    torch.manual_seed(0)
+    hidden = torch.randn(3, 5, agent.model.config.hidden_size, requires_grad=True)
+    target = torch.randint(0, agent.model.config.vocab_size, (3, 5))
+    with profile() as prof:
+        logp, entropy = _chunk_logprobs(agent.model, hidden, target, temperature)
+    divisions = [e for e in prof.events() if e.name == "aten::div"]
+    assert len(divisions) == (0 if temperature == 1 else 1)
+    want_all = (agent.model.get_output_embeddings()(hidden).float() / temperature).log_softmax(-1)
+    want = want_all.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    assert torch.equal(logp, want)  # bit for bit: x / 1 is x
+    assert torch.equal(entropy, -(want_all.exp() * want_all).sum(-1).detach())
+    got_grad, = torch.autograd.grad(logp.sum(), hidden)
+    want_grad, = torch.autograd.grad(want.sum(), hidden)
+    assert torch.equal(got_grad, want_grad)
