@@ -56,9 +56,9 @@ class PolicyConfig:
     min_lr_ratio: float = attrs.field(default=0.0, validator=[v.ge(0), v.le(1)], metadata={
         "help": "where the linear or cosine decay ends, as a fraction of lr"})
     fused: bool = attrs.field(default=True, metadata={
-        "help": "AdamW's fused kernel where torch has one for the parameters (plain CPU or GPU tensors; not a "
-                "sharded agent's): one pass over all parameters, faster, equal to the per-tensor loop within float "
-                "rounding (docs/performance.md); false: the per-tensor loop"})
+        "help": "AdamW's fused kernel where torch has one for the parameters' device (CPU, GPU): one pass over "
+                "all parameters, faster, equal to the per-tensor loop within float rounding (docs/performance.md); "
+                "false: the per-tensor loop"})
 
     def __attrs_post_init__(self):
         if self.loss_aggregation == "constant" and not self.loss_constant:
@@ -170,14 +170,13 @@ def lr_multiplier(config: PolicyConfig, step: int, total: int | None) -> float:
 
 
 def fusable(params) -> bool:
-    """Whether torch's fused AdamW takes these parameters: floating-point plain tensors (a sharded agent's
-    DTensors take the per-tensor loop) on one device of a type torch has the fused kernel for."""
+    """Whether torch's fused AdamW takes these parameters: floating-point tensors (a sharded agent's
+    DTensors too) on one device of a type torch has the fused kernel for."""
     from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
 
     devices = {p.device for p in params}
     return (len(devices) == 1 and next(iter(devices)).type in _get_fused_kernels_supported_devices()
-            and all(p.is_floating_point() and not hasattr(p, "device_mesh")
-                    for p in params))
+            and all(p.is_floating_point() for p in params))
 
 
 class PolicyGradient:
