@@ -12,6 +12,8 @@ For each model (one after the other, in this process), on one sampled batch:
 - **sampling**: generated tokens/s of the ``hf`` sampler (after a warm-up call) against its FLOP
   bound, ``2 x (the matmuls' parameters)`` FLOPs per generated token at the decode rate (the prefill
   and the attention over the cache are not counted: the bound errs high);
+- **the decode step**: the ``hf`` sampler against ``hf_static`` (a preallocated KV cache), eager,
+  alternating, per CPU second;
 - **the update**: its floating-point work counted by torch's ``FlopCounterMode`` (forward, backward:
   every matmul and attention op), its time (median of --repeats after a warm-up update), achieved
   GFLOP/s against the update's matmul rate. The update runs alternately with AdamW's fused kernel and
@@ -111,6 +113,7 @@ def measure(key: str, threads: int, repeats: int, profile: bool) -> dict:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
+    from corl.builtin.hf.backend.static_decode import HFStaticSampler
     from corl.plugins import build_registry, make_plugin_manager
     from corl.recipe import load_recipe
     from corl.runtime import Run
@@ -134,6 +137,15 @@ def measure(key: str, threads: int, repeats: int, profile: bool) -> dict:
         generated = int(rollout.batch.completion_mask.sum())
         decode_rate = weighted_rate(shapes, prompts * generations)
         bound_tps = decode_rate * 1e9 / (2 * params)
+
+        static_sampler = HFStaticSampler(slot.sampler.config)
+        static_sampler.sample(agent, batch_prompts, generations)  # warm-up
+        samplers = {"hf": [], "hf_static": []}  # tokens/s per CPU second, alternating
+        for r in range(repeats):
+            for name in (("hf", "hf_static") if r % 2 == 0 else ("hf_static", "hf")):
+                sampler = slot.sampler if name == "hf" else static_sampler
+                ro, _, cpu = timed(lambda: sampler.sample(agent, batch_prompts, generations))
+                samplers[name].append(float(ro.batch.completion_mask.sum()) / cpu)
 
         rewards = [[float(i % 2) for i in range(generations)] for _ in batch_prompts]  # every completion trained
         optimizer = slot.optimizer
@@ -178,7 +190,7 @@ def measure(key: str, threads: int, repeats: int, profile: bool) -> dict:
         return {"key": key, "model": model_name, "batch": f"{prompts} x {generations}, <= {new_tokens} new tokens",
                 "params": params, "generated": generated, "sample_wall": s_wall, "sample_cpu": s_cpu,
                 "decode_rate": decode_rate, "bound_tps": bound_tps, "gflop": gflop, "update_rate": update_rate,
-                "updates": updates, "breakdown": breakdown, "top": breakdown_top, "profiled_wall": profiled_wall}
+                "updates": updates, "samplers": samplers, "breakdown": breakdown, "top": breakdown_top, "profiled_wall": profiled_wall}
 
 
 def main() -> None:
@@ -210,6 +222,13 @@ def main() -> None:
         print(f"| {r['key']} | {r['batch']} | {r['params'] / 1e6:.2f} | {r['decode_rate']:.1f} | {r['bound_tps']:.0f} "
               f"| {r['generated']} | {wall_tps:.0f} | {wall_tps / r['bound_tps']:.1%} | {cpu_tps:.0f} | "
               f"{cpu_tps / r['bound_tps']:.1%} |")
+
+    print("\n## The sampler's decode step: hf (dynamic cache) against hf_static (preallocated), eager\n")
+    print("| model | hf tokens/s (CPU) | hf_static tokens/s (CPU) | static / dynamic |")
+    print("|---|---|---|---|")
+    for r in results:
+        dyn, sta = (statistics.median(r["samplers"][k]) for k in ("hf", "hf_static"))
+        print(f"| {r['key']} | {dyn:.0f} | {sta:.0f} | {sta / dyn:.2f}x |")
 
     print("\n## The update against its matmul rate (fused AdamW, the default)\n")
     print("| model | GFLOP / update | update matmul GFLOP/s | update s wall / CPU | GFLOP/s wall / CPU | "
