@@ -55,6 +55,10 @@ class PolicyConfig:
         "help": "steps of linear warmup: step k of them uses lr x k / (warmup_steps + 1)"})
     min_lr_ratio: float = attrs.field(default=0.0, validator=[v.ge(0), v.le(1)], metadata={
         "help": "where the linear or cosine decay ends, as a fraction of lr"})
+    fused: bool = attrs.field(default=True, metadata={
+        "help": "AdamW's fused kernel where torch has one for the parameters' device (CPU, GPU): one pass over "
+                "all parameters, faster, equal to the per-tensor loop within float rounding (docs/results/performance.md); "
+                "false: the per-tensor loop"})
 
     def __attrs_post_init__(self):
         if self.loss_aggregation == "constant" and not self.loss_constant:
@@ -165,6 +169,16 @@ def lr_multiplier(config: PolicyConfig, step: int, total: int | None) -> float:
     return SCHEDULES[config.lr_schedule](min(progress, 1.0), config.min_lr_ratio)
 
 
+def fusable(params) -> bool:
+    """Whether torch's fused AdamW takes these parameters: floating-point tensors (a sharded agent's
+    DTensors too) on one device of a type torch has the fused kernel for."""
+    from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+
+    devices = {p.device for p in params}
+    return (len(devices) == 1 and next(iter(devices)).type in _get_fused_kernels_supported_devices()
+            and all(p.is_floating_point() for p in params))
+
+
 class PolicyGradient:
     """One agent's optimizer: advantages from rewards, then clipped updates with AdamW."""
 
@@ -175,7 +189,9 @@ class PolicyGradient:
         # the agent's ranks: token counts add up over them; a sharded agent's engine reduces its gradients
         self.group = ctx.group
         self.params = [p for p in self.agent.parameters() if p.requires_grad]
-        self.optim = torch.optim.AdamW(self.params, lr=config.lr, weight_decay=config.weight_decay)
+        self.fused = config.fused and fusable(self.params)
+        self.optim = torch.optim.AdamW(self.params, lr=config.lr, weight_decay=config.weight_decay,
+                                       fused=self.fused or None)
         self.aggregation = LOSS_AGGREGATIONS[config.loss_aggregation]
         # the schedule runs over the run's steps; steps_done is checkpointed (save_state)
         self.total = ctx.spec.run.steps if ctx.spec is not None else None  # None: built by hand, outside a run
@@ -310,6 +326,8 @@ class PolicyGradient:
                 s.update({n: DTensor.from_local(t, p.device_mesh, p.placements, run_check=False, shape=p.shape,
                                                 stride=p.stride()) for n, t in s.items() if t.shape == p.to_local().shape})
         self.optim.load_state_dict(state)
+        for param_group in self.optim.param_groups:  # the saved groups carry their kernel choice: keep this run's
+            param_group["fused"] = self.fused or None
         schedule = Path(path) / "schedule.json"  # absent in checkpoints from before schedules: no step counted
         saved = json.loads(schedule.read_text()) if schedule.exists() else {}
         self.steps_done = saved.get("steps_done", 0)

@@ -86,7 +86,7 @@ def test_both_plugins_register_through_the_entry_point_group_without_their_engin
             "{d['name']: d['version'] for d in describe(pm)}, [m for m in ('vllm', 'sglang') if m in sys.modules]]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"PATH": ""})
     samplers, versions, imported = json.loads(out.stdout)
-    assert samplers == {"hf": "corl.builtin.hf", "hf_vision": "corl.builtin.hf", "sglang": "corl-sglang", "vllm": "corl-vllm"}
+    assert samplers == {"hf": "corl.builtin.hf", "hf_static": "corl.builtin.hf", "hf_vision": "corl.builtin.hf", "sglang": "corl-sglang", "vllm": "corl-vllm"}
     assert versions["vllm"] == "0.1.0" and versions["sglang"] == "0.1.0"
     assert imported == []  # the engines import only inside the samplers
     listed = subprocess.run([sys.executable, "-m", "corl.cli", "plugins"], capture_output=True, text=True)

@@ -138,7 +138,7 @@ def test_cli_validate_reports_one_line_per_problem_exit_2_no_traceback():
     assert lines == [
         "corl: error: recipes/three_agent_ring.toml: voting.n_train: invalid value 99: must be <= voting.n_votes (16); "
         "trained samples are a subset of the voting ones",
-        "corl: error: recipes/three_agent_ring.toml: agents[1].sampler.type: unknown sampler 'vlm'; available: hf, hf_vision "
+        "corl: error: recipes/three_agent_ring.toml: agents[1].sampler.type: unknown sampler 'vlm'; available: hf, hf_static, hf_vision "
         "(is the plugin package installed? see `corl plugins`)",
     ]
 

@@ -34,6 +34,12 @@ def make_sampler(config: HFSamplerConfig, ctx=None):
     return HFSampler(config, ctx)
 
 
+def make_static_sampler(config: HFSamplerConfig, ctx=None):
+    from corl.builtin.hf.backend.static_decode import HFStaticSampler
+
+    return HFStaticSampler(config, ctx)
+
+
 def preview(config: HFAgentConfig, ctx, prompts):
     from corl.builtin.hf.backend.preview import rendered
 

@@ -15,6 +15,7 @@ import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
+from corl.builtin.hf.backend import recompute
 from corl.builtin.hf.backend.batch import SampleBatch
 from corl.builtin.hf.backend.common import (
     capped_texts,
@@ -49,6 +50,7 @@ class HFAgent:
 
         quiet_libraries()
         self.name, self.config = ctx.agent_name, config
+        self._log, self._recomputing = ctx.log, None  # (the last choice of gradient_checkpointing = "auto")
         self.longest = None  # the task's longest prompt in this agent's tokens (common.measure)
         who = f"agent {self.name!r}"
         template = chat_template_text(config.chat_template, getattr(ctx.spec, "source", None), who)
@@ -193,7 +195,8 @@ class HFAgent:
         model = self.model if not reference or adapters_off else self.reference
         if model is None:
             raise RuntimeError(f"agent {self.name!r}: reference log-probs asked before freeze_reference()")
-        checkpointing = self.config.gradient_checkpointing and torch.is_grad_enabled() and not reference
+        grad = torch.is_grad_enabled() and not reference
+        checkpointing = grad and self._recompute(len(rows), batch.sequences.shape[1])
         model.train(checkpointing)  # (dropout is off; see __init__)
         for dropout in self._dropouts:  # the adapters' own dropout, in the update only
             dropout.train(torch.is_grad_enabled() and not reference)
@@ -216,6 +219,20 @@ class HFAgent:
             logps.append(logp)
             entropies.append(entropy)
         return torch.cat(logps, 1), torch.cat(entropies, 1)
+
+    def _recompute(self, rows: int, tokens: int) -> bool:
+        """Whether this update's forward pass recomputes activations in backward (``gradient_checkpointing``;
+        ``auto``: from a memory estimate, :mod:`corl.builtin.hf.backend.recompute`, logged when it changes)."""
+        setting = self.config.gradient_checkpointing
+        if setting != "auto":
+            return setting
+        estimate = recompute.activation_bytes(self.model.config, rows, tokens)
+        available = recompute.available_bytes(self.device)
+        choice = recompute.needed(estimate, available)
+        if choice != self._recomputing:
+            self._recomputing = choice
+            self._log(recompute.describe(f"agent {self.name!r}", choice, estimate, available, rows, tokens))
+        return choice
 
     def matmul(self, phase: str) -> str:
         """The matmul dtype of ``phase`` ("sample" or "train"), ``auto`` resolved for the agent's device."""
@@ -318,7 +335,9 @@ def _chunk_logprobs(model, hidden, target, temperature: float):
     cap = getattr(model.config, "final_logit_softcapping", None)
     if cap:  # Gemma 2 caps its logits; the same transform generate applies
         logits = torch.tanh(logits / cap) * cap
-    logp_all = (logits / temperature).log_softmax(-1)
+    if temperature != 1:  # (at 1 the division is exact and costs a vocabulary-wide pass each way: skipped)
+        logits = logits / temperature
+    logp_all = logits.log_softmax(-1)
     logp = logp_all.gather(-1, target.unsqueeze(-1)).squeeze(-1)
     with torch.no_grad():
         entropy = -(logp_all.exp() * logp_all).sum(-1)

@@ -68,8 +68,10 @@ class HFAgentConfig(ModelSettings):
     truncation_side: Literal["left", "right"] = attrs.field(default="left", metadata={
         "help": "where max_prompt_length cuts: left keeps a prompt's end (the question and the generation prompt), "
                 "as TRL does; right keeps its beginning"})
-    gradient_checkpointing: bool = attrs.field(default=False, metadata={
-        "help": "recompute activations in the backward pass: less memory, ~30% more time per update"})
+    gradient_checkpointing: bool | Literal["auto"] = attrs.field(default=False, metadata={
+        "help": "recompute activations in the backward pass: less memory, ~20% more time per update; auto: only when a "
+                "micro-batch's estimated activations would take over half the memory available (said once in the "
+                "run's log, and again if the choice changes)"})
     logprob_chunk_tokens: int = attrs.field(default=256, validator=v.ge(1), metadata={
         "help": "tokens per lm_head / log-softmax chunk of the update (recomputed in backward): full-vocabulary "
                 "float logits never exist for the whole micro-batch"})

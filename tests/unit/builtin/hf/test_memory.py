@@ -106,3 +106,72 @@ def test_frozen_embeddings_are_stored_in_bf16_when_every_phase_is_bf16(setup, tm
     # without bf16 phases the frozen matrix keeps the weights' dtype
     plain = HFAgent(HFAgentConfig(model="zoo:llama-tiny", freeze_embeddings=True), ctx)
     assert plain.model.get_input_embeddings().weight.dtype == torch.float32
+
+
+def test_the_recompute_choice_follows_the_memory_estimate():
+    from types import SimpleNamespace
+
+    from corl.builtin.hf.backend import recompute
+
+    smollm2 = SimpleNamespace(hidden_size=576, intermediate_size=1536, num_attention_heads=9, num_hidden_layers=30)
+    small = recompute.activation_bytes(smollm2, 8, 90)
+    # by hand: 30 layers x 720 tokens x (10 x 576 + 4 x 1536 + 9 x 90) floats of 4 bytes
+    assert small == 4 * 30 * 8 * 90 * (5760 + 6144 + 810)
+    assert recompute.activation_bytes(smollm2, 16, 90) == 2 * small  # linear in rows
+    assert recompute.activation_bytes(smollm2, 8, 180) > 2 * small  # superlinear in tokens (attention rows)
+    assert not recompute.needed(small, 4 * 2**30) and recompute.needed(small, 2 * small - 1)
+    assert recompute.needed(recompute.activation_bytes(smollm2, 256, 4096), 64 * 2**30)  # long rows: recompute
+    assert recompute.available_bytes(torch.device("cpu")) > 0
+
+
+@pytest.mark.parametrize("available, recomputed", [(2**40, False), (1, True)])
+def test_auto_checkpointing_chooses_from_memory_logs_once_and_keeps_the_gradients(setup, monkeypatch, available,
+                                                                                  recomputed):
+    from corl.builtin.hf.backend import recompute
+
+    ctx, batch = setup
+    lines = []
+    monkeypatch.setattr(recompute, "available_bytes", lambda device: available)
+    agent = HFAgent(HFAgentConfig(model="zoo:llama-tiny", gradient_checkpointing="auto"),
+                    attrs.evolve(ctx, log=lines.append))
+    rows = torch.arange(len(batch.sequences))
+    want = _grads(agent, _full(agent, batch, rows), batch)
+    mlp, calls = agent.model.model.layers[0].mlp, []
+    forward = mlp.forward
+    monkeypatch.setattr(mlp, "forward", lambda *a, **k: calls.append(1) or forward(*a, **k))  # (hooks miss recomputes)
+    for _ in range(2):
+        logp, _ = agent.token_logprobs(batch, rows)
+        got = _grads(agent, logp, batch)
+        assert want.keys() == got.keys() and all(torch.allclose(want[k], got[k], atol=1e-5) for k in want)
+    # the first layer's MLP ran once per pass (prompt, completions), and the completions' again in backward
+    # when recomputed (the prompt pass is never checkpointed: forward.py)
+    assert len(calls) == 2 * (3 if recomputed else 2)
+    assert len(lines) == 1 and f"gradient checkpointing {'on' if recomputed else 'off'} (auto)" in lines[0]
+    assert "rows x" in lines[0] and "GiB available" in lines[0]
+    with torch.no_grad():
+        agent.token_logprobs(batch, rows)  # no gradient: nothing to recompute, nothing logged
+    assert len(lines) == 1
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_chunk_logprobs_skip_the_division_by_a_temperature_of_one_and_equal_the_formula(setup, temperature):
+    from torch.profiler import profile
+
+    from corl.builtin.hf.backend.agent import _chunk_logprobs
+
+    ctx, _ = setup
+    agent = HFAgent(HFAgentConfig(model="zoo:llama-tiny"), ctx)
+    torch.manual_seed(0)
+    hidden = torch.randn(3, 5, agent.model.config.hidden_size, requires_grad=True)
+    target = torch.randint(0, agent.model.config.vocab_size, (3, 5))
+    with profile() as prof:
+        logp, entropy = _chunk_logprobs(agent.model, hidden, target, temperature)
+    divisions = [e for e in prof.events() if e.name == "aten::div"]
+    assert len(divisions) == (0 if temperature == 1 else 1)
+    want_all = (agent.model.get_output_embeddings()(hidden).float() / temperature).log_softmax(-1)
+    want = want_all.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    assert torch.equal(logp, want)  # bit for bit: x / 1 is x
+    assert torch.equal(entropy, -(want_all.exp() * want_all).sum(-1).detach())
+    got_grad, = torch.autograd.grad(logp.sum(), hidden)
+    want_grad, = torch.autograd.grad(want.sum(), hidden)
+    assert torch.equal(got_grad, want_grad)

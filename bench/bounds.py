@@ -1,0 +1,276 @@
+"""Each phase of a GRPO step against the core's own matmul rate, measured in the same process (prints
+figures; never a test).
+
+  python bench/bounds.py [--models tiny,smollm2,gemma3] [--threads 1] [--repeats 2] [--no-profile]
+
+For each model (one after the other, in this process), on one sampled batch:
+
+- **the core's matmul rate** on the model's own matmul shapes (every ``Linear``, the output layer
+  included), float32, best of repeated timings per shape, weighted by each module's share of the
+  work: once with the decode step's rows (``prompts x completions``) for sampling, once with a
+  micro-batch's completion tokens for the update;
+- **sampling**: generated tokens/s of the ``hf`` sampler (after a warm-up call) against its FLOP
+  bound, ``2 x (the matmuls' parameters)`` FLOPs per generated token at the decode rate (the prefill
+  and the attention over the cache are not counted: the bound errs high);
+- **the decode step**: the ``hf`` sampler against ``hf_static`` (a preallocated KV cache), eager,
+  alternating, per CPU second;
+- **the update**: its floating-point work counted by torch's ``FlopCounterMode`` (forward, backward:
+  every matmul and attention op), its time (median of --repeats after a warm-up update), achieved
+  GFLOP/s against the update's matmul rate. The update runs alternately with AdamW's fused kernel and
+  the per-tensor loop (``optimizer.fused``), each timed whole and its optimizer step alone;
+- **where the update's time goes** (unless --no-profile): ``torch.profiler`` over one update, the
+  self CPU time of every op grouped into matmul, attention, log-softmax, elementwise (norms,
+  activations, rotary, residuals, the loss), copies and indexing, the optimizer, the rest.
+
+Every rate is given against wall time and against this process's CPU time (1 thread: the time it
+held a core), since a shared machine's wall time counts the others' work too. The load average is
+printed before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from update_limit import matmul_rate  # noqa: E402 - the benchmarks' shared matmul timing
+
+# model key: (corl model, prompts, completions, max new tokens, micro-batch sequences)
+MODELS = {
+    "tiny": ("zoo:llama-tiny", 32, 8, 6, 256),  # bench/trl_compare.py's batch
+    "smollm2": ("pypi:smollm2-135m-instruct", 4, 4, 24, 8),  # half of bench/trl_real.py's prompts and tokens
+    "gemma3": ("pypi:gemma3-270m", 4, 4, 24, 8),
+}
+
+# op name fragments of each profile category, first match wins (self CPU time: no double counting)
+CATEGORIES = [
+    ("optimizer", ("adam", "_foreach", "lerp", "addcdiv", "addcmul")),
+    ("matmul", ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::linear", "aten::matmul")),
+    ("attention", ("attention", "sdpa")),
+    ("log-softmax", ("log_softmax", "logsumexp")),
+    ("copies, indexing, padding", ("copy_", "cat", "index", "gather", "scatter", "clone", "contiguous",
+                                   "aten::to", "_to_copy", "fill_", "zero_", "zeros", "empty", "slice", "select",
+                                   "unique", "where", "masked", "expand", "repeat", "stack", "split")),
+    ("elementwise (norms, activations, rotary, loss)", ("mul", "add", "sub", "div", "pow", "mean", "rsqrt", "silu",
+                                                      "gelu", "tanh", "sigmoid", "neg", "exp", "sum", "clamp",
+                                                      "minimum", "maximum", "sqrt", "norm", "cos", "sin")),
+]
+
+
+def recipe(model: str, prompts: int, generations: int, new_tokens: int, micro: int, threads: int, out: str) -> dict:
+    return {"run": {"steps": 0, "seed": 0, "prompts_per_step": prompts, "supervised": True, "threads": threads,
+                    "observers": [], "output_dir": out},
+            "agents": [{"name": "a", "model": model, "gradient_checkpointing": False,
+                        "sampler": {"type": "hf", "temperature": 1.0, "max_new_tokens": new_tokens},
+                        "optimizer": {"type": "grpo", "lr": 2e-5, "clip": 0.2, "max_grad_norm": 1.0,
+                                      "micro_batch_size": micro}}],
+            "task": {"type": "arithmetic", "kinds": ["add"]},
+            "voting": {"n_votes": generations, "n_train": generations}, "topology": {"type": "ground_truth"},
+            "eval": {"size": 0}}
+
+
+def linear_shapes(model) -> list[tuple[int, int]]:
+    """``(in, out)`` of every matmul a token goes through: each Linear, the output layer included."""
+    import torch
+
+    return [(m.in_features, m.out_features) for m in model.modules() if isinstance(m, torch.nn.Linear)]
+
+
+def weighted_rate(shapes: list[tuple[int, int]], rows: int) -> float:
+    """GFLOP/s of the model's matmuls at ``rows`` rows: total work over the sum of each shape's time."""
+    import torch
+
+    rates = {s: matmul_rate([(rows, *s)], torch.float32, seconds=0.3) for s in set(shapes)}
+    work = sum(k * n for k, n in shapes)
+    return work / sum(k * n / rates[(k, n)] for k, n in shapes)
+
+
+def timed(fn):
+    c0, t0 = time.process_time(), time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0, time.process_time() - c0
+
+
+def categorize(profile) -> dict[str, float]:
+    """Self CPU seconds by category over a profiled update."""
+    out: dict[str, float] = defaultdict(float)
+    for event in profile.key_averages():
+        name = event.key.lower()
+        if not name.startswith("aten::") and "adam" not in name:
+            continue  # record_function ranges and autograd nodes: their ops are counted themselves
+        category = next((c for c, keys in CATEGORIES if any(k in name for k in keys)), "other ops")
+        out[category] += event.self_cpu_time_total / 1e6
+    return dict(out)
+
+
+def measure(key: str, threads: int, repeats: int, profile: bool) -> dict:
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from corl.builtin.hf.backend.static_decode import HFStaticSampler
+    from corl.plugins import build_registry, make_plugin_manager
+    from corl.recipe import load_recipe
+    from corl.runtime import Run
+
+    model_name, prompts, generations, new_tokens, micro = MODELS[key]
+    with tempfile.TemporaryDirectory() as out:
+        pm = make_plugin_manager()
+        spec = load_recipe(recipe(model_name, prompts, generations, new_tokens, micro, threads, out),
+                           registry=build_registry(pm))
+        run = Run(spec, pm=pm, log=lambda m: None)
+        run.setup()
+        torch.set_num_threads(threads)
+        slot = run.agents[0]
+        agent, batch_prompts = slot.agent, run.train[:prompts]
+        shapes = linear_shapes(agent.model)
+        params = sum(k * n for k, n in shapes)
+
+        slot.sampler.sample(agent, batch_prompts, generations)  # warm-up
+        torch.manual_seed(0)
+        rollout, s_wall, s_cpu = timed(lambda: slot.sampler.sample(agent, batch_prompts, generations))
+        generated = int(rollout.batch.completion_mask.sum())
+        decode_rate = weighted_rate(shapes, prompts * generations)
+        bound_tps = decode_rate * 1e9 / (2 * params)
+
+        static_sampler = HFStaticSampler(slot.sampler.config)
+        static_sampler.sample(agent, batch_prompts, generations)  # warm-up
+        samplers = {"hf": [], "hf_static": []}  # tokens/s per CPU second, alternating
+        for r in range(repeats):
+            for name in (("hf", "hf_static") if r % 2 == 0 else ("hf_static", "hf")):
+                sampler = slot.sampler if name == "hf" else static_sampler
+                ro, _, cpu = timed(lambda: sampler.sample(agent, batch_prompts, generations))
+                samplers[name].append(float(ro.batch.completion_mask.sum()) / cpu)
+
+        rewards = [[float(i % 2) for i in range(generations)] for _ in batch_prompts]  # every completion trained
+        optimizer = slot.optimizer
+        opt_times: list[float] = []
+        step = optimizer.optim.step
+
+        def timed_step(*a, **k):
+            t0 = time.perf_counter()
+            out = step(*a, **k)
+            opt_times.append(time.perf_counter() - t0)
+            return out
+
+        optimizer.optim.step = timed_step
+
+        def kernel(fused: bool) -> None:
+            for group in optimizer.optim.param_groups:
+                group["fused"] = fused or None
+
+        kernel(True)
+        optimizer.step(rollout, rewards)  # warm-up: the allocator's first pass
+        updates: dict[bool, list[tuple[float, float, float]]] = {True: [], False: []}
+        for fused in [f for r in range(repeats) for f in ((True, False) if r % 2 == 0 else (False, True))]:
+            kernel(fused)
+            _, wall, cpu = timed(lambda: optimizer.step(rollout, rewards))
+            updates[fused].append((wall, cpu, opt_times[-1]))
+        kernel(optimizer.fused)
+        with FlopCounterMode(display=False) as counter:
+            optimizer.step(rollout, rewards)
+        gflop = counter.get_total_flops() / 1e9
+        width = rollout.batch.completion_mask.shape[1]
+        update_rate = weighted_rate(shapes, min(micro, prompts * generations) * width)
+        breakdown, breakdown_top, profiled_wall = {}, [], None
+        if profile:
+            from torch.profiler import ProfilerActivity
+            from torch.profiler import profile as torch_profile
+
+            with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+                _, profiled_wall, _ = timed(lambda: optimizer.step(rollout, rewards))
+            breakdown = categorize(prof)
+            top = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)[:12]
+            breakdown_top = [(e.key, e.self_cpu_time_total / 1e6, e.count) for e in top]
+        return {"key": key, "model": model_name, "batch": f"{prompts} x {generations}, <= {new_tokens} new tokens",
+                "params": params, "generated": generated, "sample_wall": s_wall, "sample_cpu": s_cpu,
+                "decode_rate": decode_rate, "bound_tps": bound_tps, "gflop": gflop, "update_rate": update_rate,
+                "updates": updates, "samplers": samplers, "breakdown": breakdown, "top": breakdown_top, "profiled_wall": profiled_wall}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", default="tiny,smollm2", help=f"comma-separated, of {', '.join(MODELS)}")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=2, help="update pairs (fused, loop), alternating")
+    parser.add_argument("--no-profile", action="store_true", help="skip the profiled update")
+    args = parser.parse_args()
+    keys = args.models.split(",")
+    unknown = [k for k in keys if k not in MODELS]
+    if unknown:
+        raise SystemExit(f"--models: unknown {', '.join(unknown)}; choose from {', '.join(MODELS)}")
+    import torch
+
+    print(f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}, {args.threads} thread(s); "
+          f"load average at start {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    results = []
+    for key in keys:
+        results.append(measure(key, args.threads, args.repeats, not args.no_profile))
+        print(f"{key} done; load average {os.getloadavg()[0]:.1f}", flush=True)
+
+    print("\n## Sampling against its FLOP bound (2 x matmul parameters per generated token)\n")
+    print("| model | batch | matmul params (M) | decode matmul GFLOP/s | bound tokens/s | generated tokens | "
+          "tokens/s (wall) | of bound (wall) | tokens/s (CPU) | of bound (CPU) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        wall_tps, cpu_tps = r["generated"] / r["sample_wall"], r["generated"] / r["sample_cpu"]
+        print(f"| {r['key']} | {r['batch']} | {r['params'] / 1e6:.2f} | {r['decode_rate']:.1f} | {r['bound_tps']:.0f} "
+              f"| {r['generated']} | {wall_tps:.0f} | {wall_tps / r['bound_tps']:.1%} | {cpu_tps:.0f} | "
+              f"{cpu_tps / r['bound_tps']:.1%} |")
+
+    print("\n## The sampler's decode step: hf (dynamic cache) against hf_static (preallocated), eager\n")
+    print("| model | hf tokens/s (CPU) | hf_static tokens/s (CPU) | static / dynamic |")
+    print("|---|---|---|---|")
+    for r in results:
+        dyn, sta = (statistics.median(r["samplers"][k]) for k in ("hf", "hf_static"))
+        print(f"| {r['key']} | {dyn:.0f} | {sta:.0f} | {sta / dyn:.2f}x |")
+
+    print("\n## The update against its matmul rate (fused AdamW, the default)\n")
+    print("| model | GFLOP / update | update matmul GFLOP/s | update s wall / CPU | GFLOP/s wall / CPU | "
+          "of matmul rate wall / CPU |")
+    print("|---|---|---|---|---|---|")
+    for r in results:
+        wall = statistics.median(u[0] for u in r["updates"][True])
+        cpu = statistics.median(u[1] for u in r["updates"][True])
+        print(f"| {r['key']} | {r['gflop']:.2f} | {r['update_rate']:.1f} | {wall:.2f} / {cpu:.2f} | "
+              f"{r['gflop'] / wall:.1f} / {r['gflop'] / cpu:.1f} | {r['gflop'] / wall / r['update_rate']:.1%} / "
+              f"{r['gflop'] / cpu / r['update_rate']:.1%} |")
+
+    print("\n## AdamW: fused kernel against the per-tensor loop (same process, alternating)\n")
+    print("| model | optimizer step s fused / loop | ratio | update s (CPU) fused / loop | ratio |")
+    print("|---|---|---|---|---|")
+    for r in results:
+        (f_opt, l_opt), (f_cpu, l_cpu) = [[statistics.median(u[i] for u in r["updates"][f]) for f in (True, False)]
+                                          for i in (2, 1)]
+        print(f"| {r['key']} | {f_opt:.3f} / {l_opt:.3f} | {l_opt / f_opt:.2f}x | {f_cpu:.2f} / {l_cpu:.2f} | "
+              f"{l_cpu / f_cpu:.2f}x |")
+
+    profiled = [r for r in results if r["breakdown"]]
+    if profiled:
+        print("\n## Where one update's time goes (torch.profiler, self CPU time by op)\n")
+        names = [c for c, _ in CATEGORIES] + ["other ops"]
+        print("| category | " + " | ".join(f"{r['key']} s | share" for r in profiled) + " |")
+        print("|---|" + "---|---|" * len(profiled))
+        for name in names:
+            cells = []
+            for r in profiled:
+                total = sum(r["breakdown"].values())
+                s = r["breakdown"].get(name, 0.0)
+                cells.append(f"{s:.3f} | {s / total:.1%}")
+            print(f"| {name} | " + " | ".join(cells) + " |")
+        cells = [f"{r['profiled_wall']:.3f} | (ops {sum(r['breakdown'].values()) / r['profiled_wall']:.0%})"
+                 for r in profiled]
+        print("| the profiled update's wall (ops' share of it) | " + " | ".join(cells) + " |")
+        for r in profiled:
+            print(f"\n{r['key']}: the ops with the most self CPU time: " + "; ".join(
+                f"{name} {s:.3f} s ({count} calls)" for name, s, count in r["top"]))
+    print(f"\nload average at end {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""The ``hf_static`` sampler: the ``hf`` sampler with a fixed-shape decode step over a preallocated
+KV cache (opt-in: ``sampler.type = "hf_static"``; issue 42, item 1's first part).
+
+:func:`decode_static` prefills each prompt once, as :func:`corl.builtin.hf.backend.decode.decode`
+does, then copies the prompts' keys and values, each repeated ``n`` times, into a transformers
+``StaticCache`` sized for the prompt and every new token. Each decode step then has the same
+shapes: one token per row, the whole ``[rows, prompt + max_new_tokens]`` attention mask (the slots
+not yet written are hidden by the causal mask), the cache written in place; no tensor grows. That is
+the shape a compiler needs (``torch.compile`` of this step is the next part, not done here);
+eagerly it computes what the dynamic loop does: greedy tokens equal ``generate()``'s and the
+sampling-time log-probs equal the training forward's (``tests/unit/builtin/hf/test_static_decode.py``).
+
+Models whose cache is not plain full attention (sliding-window layers: Gemma 2 / 3, Mistral) take
+the dynamic loop.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from corl.builtin.hf.backend import decode as dynamic
+from corl.builtin.hf.backend import sampler as hf_sampler
+
+_SWAP = threading.Lock()  # the hf sampler's decode function is swapped for one call at a time
+
+
+def decode_static(model, ids, mask, n: int, max_new_tokens: int, temp: float, greedy: bool, warpers, eos: int,
+                  pad: int, stop=None, check=lambda: None):
+    """:func:`corl.builtin.hf.backend.decode.decode` (same arguments and result) with a static KV cache."""
+    import torch
+    from transformers import StaticCache
+    from transformers.cache_utils import DynamicLayer
+
+    params = dynamic._forward_params(model)
+    cache_key = "cache" if "cache" in params else "past_key_values"
+    config = model.config.get_text_config(decoder=True)
+    if "sliding_attention" in (getattr(config, "layer_types", None) or ()) or getattr(config, "sliding_window", None):
+        return dynamic.decode(model, ids, mask, n, max_new_tokens, temp, greedy, warpers, eos, pad, stop, check)
+    check()
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding; GPT-2 needs them explicit
+    keep = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **keep)
+    prefilled = getattr(out, cache_key)
+    layers = getattr(prefilled, "layers", None)
+    if not layers or any(type(layer) is not DynamicLayer for layer in layers):
+        return dynamic.decode(model, ids, mask, n, max_new_tokens, temp, greedy, warpers, eos, pad, stop, check)
+    prompt_len = ids.shape[1]
+    cache = StaticCache(config=model.config, max_cache_len=prompt_len + max_new_tokens)
+    for static, layer in zip(cache.layers, layers):  # each prompt's keys and values, n copies, written once
+        static.update(layer.keys.repeat_interleave(n, 0), layer.values.repeat_interleave(n, 0))
+    del prefilled, layers
+    rows = len(ids) * n
+    full = torch.ones(rows, prompt_len + max_new_tokens, dtype=mask.dtype, device=mask.device)
+    full[:, :prompt_len] = mask.repeat_interleave(n, 0)  # (unwritten slots: hidden by the causal mask)
+    logits = out.logits[:, -1].float().repeat_interleave(n, 0)
+    last = positions[:, -1:].repeat_interleave(n, 0)
+    done = torch.zeros(rows, dtype=torch.bool, device=mask.device)
+    tokens, logps, live = [], [], []
+    for t in range(max_new_tokens):
+        scaled = logits / temp
+        if greedy:
+            token = scaled.argmax(-1)
+        else:
+            shaped = scaled
+            for warp in warpers:
+                shaped = warp(None, shaped)
+            token = dynamic.draw(shaped)
+        live.append(~done)
+        token = token.masked_fill(done, pad)
+        tokens.append(token)
+        logps.append(scaled.log_softmax(-1).gather(1, token[:, None]).squeeze(1))
+        done = done | (token == eos)
+        if stop is not None:
+            done = done | stop(torch.stack(tokens, 1))
+        if t == max_new_tokens - 1 or bool(done.all()):
+            break
+        check()
+        last = last + 1
+        out = model(input_ids=token[:, None], attention_mask=full, position_ids=last, use_cache=True,
+                    **{cache_key: cache})
+        logits = out.logits[:, -1].float()
+    return torch.stack(tokens, 1), torch.stack(logps, 1), torch.stack(live, 1)
+
+
+class HFStaticSampler(hf_sampler.HFSampler):
+    """The ``hf`` sampler, its decode step on a static KV cache (:func:`decode_static`)."""
+
+    def sample(self, *args, **kwargs):
+        # HFSampler.sample calls its module's `decode`; this call uses the static one, and nothing
+        # else changes (prompts, batching, stop strings, the rollout), so the two samplers stay one code.
+        with _SWAP:
+            hf_sampler.decode = decode_static
+            try:
+                return super().sample(*args, **kwargs)
+            finally:
+                hf_sampler.decode = dynamic.decode
