@@ -126,6 +126,8 @@ def test_registering_every_builtin_imports_no_torch():
 #: Where corl may call getattr / hasattr, each on something that is not a component or a context
 #: (a component's optional capabilities are declared: protocols, and traits read by corl.traits).
 NOT_COMPONENTS = {
+    ("corl.builtin.hf.backend.recompute", "activation_bytes"): "a transformers model, config or output (attributes differ by architecture and version)",
+    ("corl.builtin.hf.backend.static_decode", "decode_static"): "a transformers model, config or output (attributes differ by architecture and version)",
     ("corl.builtin.hf.backend.decode", "processors"): "a sampler config's knob, absent from samplers' configs without it (hf_vision)",
     ("corl.builtin.hf.backend.decode", "warpers"): "a sampler config's knob, absent from samplers' configs without it (hf_vision)",
     ("corl.builtin.hf.backend.preview", "rendered"): "the recipe file's path, absent from a spec built in Python",
