@@ -6,20 +6,23 @@ self-reward, supervised) on the addition testbed (docs/results/claims.md, "Relia
     python scripts/make_cohort_recipes.py
     corl compare recipes/cohort/*.toml --seeds 0,1,2,3 --out runs/cohort
     corl compare recipes/weak/*.toml --seeds 0,1,2,3 --out runs/weak
+    corl compare recipes/one_strong/*.toml --seeds 0,1,2,3 --out runs/one_strong
 
 Three agents pool their votes (``all_pairs`` with ``combine = "vote"``: every agent is rewarded by
 the label of all three agents' votes). *equal*: the three shipped models (pass@1 66.5 / 57.9 /
-~58 at step 0). *unequal*: llama and qwen2 as shipped, and a weak third: ``zoo:gpt-neox-tiny``
-warm-started with the shipped neox's own schedule (constant lr 3e-3 after 100 warmup steps, batch
-128, seed 0, 800 steps) but stopped at step 420: 26.9% pass@1, greedy 61%, maj@8 43% (300 held-out
-prompts x 8; the transition is steep here: 15% at 350, 54% at 550, 63% at 700). Each pair of
-recipes differs only in ``voting.type``.
+~58 at step 0). *unequal*: llama and qwen2 as shipped, and a weak third, ``zoo:neox-add3-weak``.
+Each pair of recipes differs only in ``voting.type``.
 
-*weak*: three tiny zoo models warm-started on the addition seed split at one constant lr (1e-3, the
-only one at which qwen2 learns; 100 warmup steps, batch 128) and each stopped early in its learning
-transition, so every base is below 50% pass@1 and its maj@4 is wrong about half the time (300
-held-out prompts x 4, snapshots of `bench/zoo_curve.py` every 100 steps): llama at 700 steps
-(pass@1 41%, maj@4 50%, greedy 66%), qwen2 at 2,400 (37%, 40%, 47%), neox at 1,200 (36%, 49%, 76%).
+*weak*: three tiny families stopped early in their learning transitions, every base below 50%
+pass@1: ``zoo:llama-add3-weak``, ``zoo:qwen2-add3-weak``, ``zoo:neox-add3-weak``.
+
+*one_strong* (recipes/one_strong): one strong agent (``zoo:qwen2-add3-strong``) and two weak ones (the
+weak cohort's neox and llama): does a topology do no harm to the strong member? The ring, the pooled
+vote of the others, and ``upward`` (never paid by a peer it outperforms).
+
+Every base is shipped inside the package (corl/builtin/hf/models/shipped.py says how each was
+warm-started and where it was stopped), so step 0 is the same on every machine: a warm-start stopped
+inside a learning transition lands elsewhere on another machine (issue 38).
 """
 
 from __future__ import annotations
@@ -32,18 +35,18 @@ from make_paper_recipes import agent, table, toml_value  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "recipes" / "cohort"
 WEAK_OUT = OUT.parent / "weak"
-#: each family's zoo model and where its warm-start stops, at WEAK_COHORT_ZOO's schedule
-WEAK_COHORT = {"llama": ("zoo:llama-tiny", 700), "qwen2": ("zoo:qwen2-tiny", 2400), "neox": ("zoo:gpt-neox-tiny", 1200)}
-WEAK_COHORT_ZOO = dict(steps=2400, lr=1e-3, schedule="constant", warmup_steps=100, batch_size=128, seed=0)
+#: each family's shipped weak base (corl/builtin/hf/models/shipped.py)
+WEAK_COHORT = {"llama": "zoo:llama-add3-weak", "qwen2": "zoo:qwen2-add3-weak", "neox": "zoo:neox-add3-weak"}
+ONE_STRONG_OUT = OUT.parent / "one_strong"
 #: 60 steps (the default recipe's length), evaluated before and after on 1000 held-out prompts x 8.
 RUN = dict(steps=60, prompts_per_step=32, threads=1, checkpoint_every=0, observers=["jsonl"], protocol="held_out")
 EVAL = dict(size=1000, k=8, every=0)
-WEAK_ZOO = dict(steps=800, stop=420, lr=3e-3, schedule="constant", warmup_steps=100, batch_size=128, seed=0)
 
 
-def weak_neox() -> dict:
-    a = agent("neox")
-    a["model"] = "zoo:gpt-neox-tiny"
+def shipped_agent(name: str, model: str, **optimizer) -> dict:
+    a = agent(name)
+    a["model"] = model
+    a["optimizer"] = {**a["optimizer"], **optimizer}
     return a
 
 
@@ -66,18 +69,12 @@ def recipe(name: str, about: str, agents: list[dict], voting: str | dict, zoo: d
 
 
 def weak_agents(**optimizer) -> list[dict]:
-    agents = []
-    for name, (model, stop) in WEAK_COHORT.items():
-        a = agent(name)
-        a["model"], a["zoo_stop"] = model, stop
-        a["optimizer"] = {**a["optimizer"], **optimizer}
-        agents.append(a)
-    return agents
+    return [shipped_agent(name, model, **optimizer) for name, model in WEAK_COHORT.items()]
 
 
 def weak(out: Path = WEAK_OUT) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    ring, z = {"type": "ring"}, WEAK_COHORT_ZOO
+    ring, z = {"type": "ring"}, None
     recipe("weak_ring", "A weak cohort, Co-RL ring, no lever.", weak_agents(), "majority", z, ring, out=out)
     recipe("weak_ring_gated", "A weak cohort, Co-RL ring, confidence gate: no label under a 50% vote share.",
            weak_agents(), {"type": "majority", "min_share": 0.5}, z, ring, out=out)
@@ -95,16 +92,31 @@ def weak(out: Path = WEAK_OUT) -> None:
            weak_agents(), "majority", z, {"type": "ground_truth"}, run={"supervised": True}, out=out)
 
 
-def main(out: Path = OUT, weak_out: Path = WEAK_OUT) -> None:
+def one_strong(out: Path = ONE_STRONG_OUT) -> None:
+    """One strong agent first (so the ring pays it by the weak neox's label, as in issue 38), two weak ones."""
+    out.mkdir(parents=True, exist_ok=True)
+    agents = [shipped_agent("qwen2", "zoo:qwen2-add3-strong"), shipped_agent("neox", WEAK_COHORT["neox"]),
+              shipped_agent("llama", WEAK_COHORT["llama"])]
+    about = "One strong agent (qwen2) and two weak ones (neox, llama), "
+    recipe("one_strong_ring", about + "Co-RL ring: each agent paid by the next one's majority.",
+           agents, "majority", None, {"type": "ring"}, out=out)
+    recipe("one_strong_pooled", about + "pooled majority of the others (all_pairs).",
+           agents, "majority", None, out=out)
+    recipe("one_strong_upward", about + "upward: paid by itself and the peers it does not outperform.",
+           agents, "majority", None, {"type": "upward"}, out=out)
+
+
+def main(out: Path = OUT, weak_out: Path = WEAK_OUT, one_strong_out: Path = ONE_STRONG_OUT) -> None:
     out.mkdir(parents=True, exist_ok=True)
     equal = [agent(n) for n in ("llama", "qwen2", "neox")]
-    unequal = [agent("llama"), agent("qwen2"), weak_neox()]
+    unequal = [agent("llama"), agent("qwen2"), shipped_agent("neox", "zoo:neox-add3-weak")]
     for voting, what in (("majority", "plain majority"), ("reliability", "the reliability-weighted vote")):
         recipe(f"equal_pooled_{voting}", f"Three shipped agents of similar accuracy, pooled votes, {what}.",
                equal, voting, None, out=out)
-        recipe(f"unequal_pooled_{voting}", f"Two shipped agents and a weak neox (~33% pass@1), pooled votes, {what}.",
-               unequal, voting, WEAK_ZOO, out=out)
+        recipe(f"unequal_pooled_{voting}", f"Two shipped agents and a weak neox (zoo:neox-add3-weak), pooled votes, "
+               f"{what}.", unequal, voting, None, out=out)
     weak(weak_out)
+    one_strong(one_strong_out)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""Rebuild the shipped zoo models (zoo:llama-add3, zoo:qwen2-add3, zoo:neox-add3) with corl's own
-warm-start trainer, from the addition task's labeled seed split (corl/builtin/hf/models/shipped.py says how).
+"""Rebuild the shipped zoo models (zoo:llama-add3, zoo:qwen2-add3, zoo:neox-add3, the weak cohort's
+zoo:*-add3-weak and zoo:qwen2-add3-strong) with corl's own warm-start trainer, from the addition
+task's labeled seed split (corl/builtin/hf/models/shipped.py says how).
 
     python scripts/make_zoo.py --out DIR [--only llama-add3,...]     # rebuild into DIR/<name>
     python scripts/make_zoo.py --check                               # rebuild to a temp dir, compare sha256

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import attrs
 
+from corl.builtin.voting import ReliabilityConfig, ReliabilityVote
 from corl.hookspecs import hookimpl
 from corl.protocols import Aggregator, AnswerVerifier
 from corl.types import NoConfig, PseudoLabel, Routed, Vote, VoteContext
@@ -81,6 +82,61 @@ class AllPairsRouter:
         return Routed(out, targets=targets)
 
 
+@attrs.frozen
+class UpwardConfig:
+    margin: float = attrs.field(default=0.05, validator=[attrs.validators.ge(0), attrs.validators.le(1)], metadata={
+        "help": "a peer whose estimated accuracy is at most this much below an agent's still teaches it (so agents "
+                "of similar accuracy pool every vote); a peer further below never does"})
+    prior_strength: float = attrs.field(default=64.0, validator=attrs.validators.gt(0), metadata={
+        "help": "pseudo-votes of the prior that every agent is as reliable as the cohort's mean (the estimate's "
+                "shrinkage; as voting.type = \"reliability\")"})
+    iterations: int = attrs.field(default=5, validator=attrs.validators.ge(1), metadata={
+        "help": "EM iterations over the step's prompts"})
+
+
+class UpwardRouter:
+    """Agent i is rewarded by the reliability-weighted vote of itself and every peer it does not outperform.
+
+    Each step, each agent's accuracy ``pi_a`` is estimated label-free from that step's votes alone (the
+    one-coin Dawid-Skene EM of :class:`corl.builtin.voting.ReliabilityVote`: agreement, not labels).
+    Agent i's teachers are i and every peer with ``pi_j >= pi_i - margin``; their votes are pooled, each
+    weighted by its agent's log-odds reliability, into i's pseudo-label. So a weak agent learns from the
+    stronger ones, agents of similar accuracy pool every vote (as ``all_pairs``), and the strongest agent
+    is never paid by a peer it outperforms: alone above the rest, it is rewarded by its own majority
+    (self-reward, which a strong base's majority makes a good label). Stateless: nothing to checkpoint."""
+
+    supervised = False
+    min_agents = 2
+
+    def __init__(self, config: UpwardConfig, ctx=None):
+        self.config, self.ctx = config, ctx
+
+    def estimate(self, votes: Mapping[str, Sequence[Sequence[Vote]]], verifier: AnswerVerifier) -> ReliabilityVote:
+        """A reliability vote whose estimate is this step's cohort of votes (fresh every step)."""
+        estimator = ReliabilityVote(ReliabilityConfig(prior_strength=self.config.prior_strength,
+                                                      iterations=self.config.iterations), self.ctx)
+        estimator.observe(votes, verifier, 0)
+        return estimator
+
+    def teachers(self, reliability: Mapping[str, float]) -> dict[str, list[str]]:
+        """Each agent -> the agents whose votes make its label (itself first, then peers in recipe order)."""
+        return {a: [a, *(p for p in reliability if p != a and reliability[p] >= reliability[a] - self.config.margin)]
+                for a in reliability}
+
+    def route(self, votes, labels, verifier, aggregator, truth=None) -> Routed:
+        estimator = self.estimate(votes, verifier)
+        pi = estimator.reliability()
+        out: Rewards = {}
+        targets: dict[str, list[PseudoLabel | None]] = {}
+        metrics = {}
+        for name, teachers in self.teachers(pi).items():
+            pooled = [[v for t in teachers for v in votes[t][i]] for i in range(len(votes[name]))]
+            targets[name] = estimator.aggregate(pooled, verifier)  # one agent's votes alone: plain majority
+            out[name] = _against(votes[name], targets[name], verifier)
+            metrics[name] = {"reliability": pi[name], "teachers": float(len(teachers) - 1)}
+        return Routed(out, targets=targets, metrics=metrics)
+
+
 class SelfRouter:
     """Each agent against its own majority: the TTRL-style self-rewarding baseline."""
 
@@ -143,5 +199,7 @@ def corl_register_components(registry):
     registry.add("router", "judge", JudgeRouter, JudgeConfig, help="i <- a judge agent (judge-based baseline)")
     registry.add("router", "ring", RingRouter, NoConfig, help="i <- i+1")
     registry.add("router", "all_pairs", AllPairsRouter, AllPairsConfig, help="i <- every j != i, pooled or averaged")
+    registry.add("router", "upward", UpwardRouter, UpwardConfig,
+                 help="i <- the reliability-weighted vote of i and every peer it does not outperform (label-free)")
     registry.add("router", "self", SelfRouter, NoConfig, help="i <- i (TTRL-style self-reward)")
     registry.add("router", "ground_truth", GroundTruthRouter, NoConfig, help="i <- labels (supervised baseline)")

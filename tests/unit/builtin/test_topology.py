@@ -101,3 +101,61 @@ def test_each_router_says_which_label_rewarded_whom():
     assert mean.targets["a"] == [None]
     truth = GroundTruthRouter(NoConfig()).route(votes, labels, V, AGG, truth=[3])
     assert truth.targets["a"][0].answer == 3
+
+
+# -- upward: never paid by a peer an agent outperforms -----------------------------------------------
+
+def lopsided(n_prompts=12):
+    """A strong agent "s" (every vote right: the answer is the prompt's index) and two weak ones whose 4
+    votes are one right and three scattered wrong answers; on the last prompt the two weak agents agree
+    on one wrong answer (99) with all their votes, outvoting the strong agent in a plain pool."""
+    votes = {"s": [], "w1": [], "w2": []}
+    for p in range(n_prompts):
+        votes["s"].append([Vote(p, "s")] * 4)
+        votes["w1"].append([Vote(p, "w1"), Vote(100 + p, "w1"), Vote(200 + p, "w1"), Vote(None, "w1")])
+        votes["w2"].append([Vote(p, "w2"), Vote(300 + p, "w2"), Vote(400 + p, "w2"), Vote(500 + p, "w2")])
+    votes["w1"][-1] = [Vote(99, "w1")] * 4
+    votes["w2"][-1] = [Vote(99, "w2")] * 4
+    labels = {name: AGG.aggregate(v, V) for name, v in votes.items()}
+    return votes, labels
+
+
+def test_upward_never_pays_the_strong_agent_by_the_peers_it_outperforms():
+    from corl.builtin.topology import UpwardConfig, UpwardRouter
+
+    votes, labels = lopsided()
+    routed = UpwardRouter(UpwardConfig()).route(votes, labels, V, AGG)
+    pi = {a: m["reliability"] for a, m in routed.metrics.items()}
+    assert pi["s"] > max(pi["w1"], pi["w2"]) + 0.2  # estimated from agreement alone (shrunk by the prior)
+    assert routed.metrics["s"]["teachers"] == 0 and routed.metrics["w1"]["teachers"] == 2
+    # the strong agent: its own majority on every prompt, the weak pair's shared 99 included
+    assert [t.answer for t in routed.targets["s"]] == list(range(12))
+    assert routed.rewards["s"][-1] == [1.0] * 4
+    # a weak agent: the strong agent's answer outweighs both weak agents' eight votes for 99
+    assert [t.answer for t in routed.targets["w1"]] == list(range(12))
+    assert routed.rewards["w1"][-1] == [0.0] * 4 and routed.rewards["w1"][0] == [1.0, 0.0, 0.0, 0.0]
+    # the plain pool of the others pays the strong agent by the weak pair's shared wrong answer
+    pooled = AllPairsRouter(AllPairsConfig(combine="vote")).route(votes, labels, V, AGG)
+    assert pooled.targets["s"][-1].answer == 99 and pooled.rewards["s"][-1] == [0.0] * 4
+
+
+def test_upward_pools_every_vote_of_agents_of_similar_accuracy():
+    """Within the margin nobody outperforms anybody: every agent is paid by the vote of all three."""
+    from corl.builtin.topology import UpwardConfig, UpwardRouter
+
+    votes, labels = setup()
+    routed = UpwardRouter(UpwardConfig(margin=1.0)).route(votes, labels, V, AGG)
+    assert all(m["teachers"] == 2 for m in routed.metrics.values())
+    assert all(t[0].answer == 1 for t in routed.targets.values())  # 1 has 5 of the 11 pooled answers, 2 has 4
+    assert routed.rewards["b"] == [[0.0, 0.0, 0.0, 1.0]]
+    tight = UpwardRouter(UpwardConfig(margin=0.0)).route(votes, labels, V, AGG)
+    order = sorted(tight.metrics, key=lambda a: tight.metrics[a]["reliability"])
+    assert [tight.metrics[a]["teachers"] for a in order] == [2, 1, 0]  # each agent: the ones above it
+
+
+def test_upward_is_registered_label_free_and_validates_its_margin():
+    from corl.builtin.topology import UpwardConfig, UpwardRouter
+
+    assert UpwardRouter.supervised is False and UpwardRouter.min_agents == 2
+    with pytest.raises(ValueError):
+        UpwardConfig(margin=-0.1)

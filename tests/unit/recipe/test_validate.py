@@ -192,7 +192,8 @@ def test_model_paths_are_checked_before_anything_loads(registry, tmp_path):
     [msg] = errors(registry, with_(**{"agents[0].model": f'"{tmp_path}"'}))
     assert "not a Hugging Face model folder (no config.json)" in msg
     [msg] = errors(registry, with_(**{"agents[0].model": '"zoo:llama"'}))
-    assert "unknown zoo model; available zoo:llama-add3, zoo:qwen2-add3, zoo:neox-add3, zoo:llama-tiny" in msg
+    assert ("unknown zoo model; available zoo:llama-add3, zoo:qwen2-add3, zoo:neox-add3, zoo:llama-add3-weak, "
+            "zoo:qwen2-add3-weak, zoo:neox-add3-weak, zoo:qwen2-add3-strong, zoo:llama-tiny") in msg
 
 
 def test_a_bad_recipe_leaves_no_run_dir(tmp_path):

@@ -50,7 +50,7 @@ class ModelSettings:
 @attrs.frozen
 class HFAgentConfig(ModelSettings):
     model: str = attrs.field(kw_only=True, validator=_text_model, metadata={
-        "help": "zoo:NAME (shipped trained: llama-add3, qwen2-add3, neox-add3 for the addition task; or built and "
+        "help": "zoo:NAME (shipped trained, for the addition task: llama-add3, qwen2-add3, neox-add3, their -weak stops, qwen2-add3-strong; or built and "
                 "warm-started here: llama-tiny, qwen2-tiny, gpt-neox-tiny, gpt2-tiny), a local HF folder, gguf:PATH (converted once), "
                 "pypi:NAME (a packaged model: smollm2-135m-instruct, gemma3-270m; needs co-rl[real]), or a hub id"})
     prompt_template: str = attrs.field(default="{prompt}", validator=check_template, metadata={

@@ -11,7 +11,9 @@ TEXT_ZOO = {"llama-tiny": "llama", "qwen2-tiny": "qwen2", "gpt-neox-tiny": "gpt_
             "llama-h32": "llama_h32"}  # 2 heads of 32: the narrowest vLLM's CPU attention runs (16 is refused)
 #: text zoo models shipped trained inside the package (no warm-start) -> transformers family; how
 #: they were built and how to rebuild them: :mod:`corl.builtin.hf.models.shipped`
-SHIPPED_ZOO = {"llama-add3": "llama", "qwen2-add3": "qwen2", "neox-add3": "gpt_neox"}
+SHIPPED_ZOO = {"llama-add3": "llama", "qwen2-add3": "qwen2", "neox-add3": "gpt_neox",
+               "llama-add3-weak": "llama", "qwen2-add3-weak": "qwen2", "neox-add3-weak": "gpt_neox",
+               "qwen2-add3-strong": "qwen2"}
 #: vision-language zoo name -> design (:mod:`corl.builtin.hf.vision.zoo`)
 VISION_ZOO = {"llava-tiny": "llava", "idefics3-tiny": "idefics3"}
 

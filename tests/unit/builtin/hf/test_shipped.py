@@ -45,9 +45,10 @@ def test_a_shipped_model_resolves_to_the_package_and_loads_with_from_pretrained(
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_each_base_sits_inside_its_learning_transition(name, task):
-    """Greedy well above pass@1 (sampling headroom: errors the majority vote would fix), and pass@1
-    midway: what lets RL, supervised or label-free, move these models by 15+ points."""
+def test_each_base_sits_inside_its_learning_transition_in_its_documented_regime(name, task):
+    """Greedy well above pass@1 (sampling headroom: errors the majority vote would fix), and pass@1 in
+    the band shipped.SHIPPED documents for it (midway for the *-add3 models, below 50% for the weak
+    cohort's): the regime its recipes intend, the same on every machine."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder = shipped_folder(name)
@@ -63,7 +64,8 @@ def test_each_base_sits_inside_its_learning_transition(name, task):
         return sum(task.verifier.extract(t) == prompts[i // n].label for i, t in enumerate(texts)) / len(texts)
 
     greedy, pass1 = accuracy(do_sample=False), accuracy(do_sample=True, temperature=1.0, num_return_sequences=4)
-    assert 0.45 < pass1 < 0.8 and greedy > pass1 + 0.05, (greedy, pass1)
+    low, high = shipped.SHIPPED[name].pass1
+    assert low < pass1 < high and greedy > pass1 + 0.05, (greedy, pass1)
 
 
 def test_a_shipped_model_needs_no_seed_split_and_takes_no_warm_start_settings():
