@@ -13,7 +13,6 @@ from typing import Any, Literal
 
 import attrs
 
-from corl.builtin.voting import ReliabilityConfig, ReliabilityVote
 from corl.hookspecs import hookimpl
 from corl.protocols import Aggregator, AnswerVerifier
 from corl.types import NoConfig, PseudoLabel, Routed, Vote, VoteContext
@@ -98,7 +97,7 @@ class UpwardRouter:
     """Agent i is rewarded by the reliability-weighted vote of itself and every peer it does not outperform.
 
     Each step, each agent's accuracy ``pi_a`` is estimated label-free from that step's votes alone (the
-    one-coin Dawid-Skene EM of :class:`corl.builtin.voting.ReliabilityVote`: agreement, not labels).
+    one-coin Dawid-Skene EM of the built-in ``reliability`` vote: agreement, not labels).
     Agent i's teachers are i and every peer with ``pi_j >= pi_i - margin``; their votes are pooled, each
     weighted by its agent's log-odds reliability, into i's pseudo-label. So a weak agent learns from the
     stronger ones, agents of similar accuracy pool every vote (as ``all_pairs``), and the strongest agent
@@ -111,10 +110,13 @@ class UpwardRouter:
     def __init__(self, config: UpwardConfig, ctx=None):
         self.config, self.ctx = config, ctx
 
-    def estimate(self, votes: Mapping[str, Sequence[Sequence[Vote]]], verifier: AnswerVerifier) -> ReliabilityVote:
-        """A reliability vote whose estimate is this step's cohort of votes (fresh every step)."""
-        estimator = ReliabilityVote(ReliabilityConfig(prior_strength=self.config.prior_strength,
-                                                      iterations=self.config.iterations), self.ctx)
+    def estimate(self, votes: Mapping[str, Sequence[Sequence[Vote]]], verifier: AnswerVerifier) -> Any:
+        """The built-in reliability vote (built through the run, ``ctx.build``), its estimate this step's
+        cohort of votes: a fresh one every step."""
+        if self.ctx is None:
+            raise TypeError("UpwardRouter needs the context its factory is handed (ctx.build makes its estimator)")
+        estimator = self.ctx.build("aggregator", "corl:reliability", {"prior_strength": self.config.prior_strength,
+                                                                     "iterations": self.config.iterations})
         estimator.observe(votes, verifier, 0)
         return estimator
 
@@ -131,7 +133,8 @@ class UpwardRouter:
         metrics = {}
         for name, teachers in self.teachers(pi).items():
             pooled = [[v for t in teachers for v in votes[t][i]] for i in range(len(votes[name]))]
-            targets[name] = estimator.aggregate(pooled, verifier)  # one agent's votes alone: plain majority
+            # one agent's votes alone: plain majority
+            targets[name] = estimator.aggregate(pooled, verifier, VoteContext("pooled", tuple(teachers), rewarded=name))
             out[name] = _against(votes[name], targets[name], verifier)
             metrics[name] = {"reliability": pi[name], "teachers": float(len(teachers) - 1)}
         return Routed(out, targets=targets, metrics=metrics)

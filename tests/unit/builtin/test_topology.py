@@ -3,6 +3,7 @@ import pytest
 from corl.builtin.tasks.arithmetic import IntegerVerifier
 from corl.builtin.topology import AllPairsConfig, AllPairsRouter, GroundTruthRouter, NoConfig, RingRouter, SelfRouter
 from corl.builtin.voting import MajorityConfig, MajorityVote
+from corl.testing import context
 from corl.types import Routed, Vote, VoteContext
 
 LABEL_CTX = VoteContext("label")  # an agent's own labels (the built-in aggregators read no more of it)
@@ -116,7 +117,7 @@ def lopsided(n_prompts=12):
         votes["w2"].append([Vote(p, "w2"), Vote(300 + p, "w2"), Vote(400 + p, "w2"), Vote(500 + p, "w2")])
     votes["w1"][-1] = [Vote(99, "w1")] * 4
     votes["w2"][-1] = [Vote(99, "w2")] * 4
-    labels = {name: AGG.aggregate(v, V) for name, v in votes.items()}
+    labels = {name: AGG.aggregate(v, V, VoteContext("label", (name,))) for name, v in votes.items()}
     return votes, labels
 
 
@@ -124,7 +125,7 @@ def test_upward_never_pays_the_strong_agent_by_the_peers_it_outperforms():
     from corl.builtin.topology import UpwardConfig, UpwardRouter
 
     votes, labels = lopsided()
-    routed = UpwardRouter(UpwardConfig()).route(votes, labels, V, AGG)
+    routed = UpwardRouter(UpwardConfig(), context()).route(votes, labels, V, AGG)
     pi = {a: m["reliability"] for a, m in routed.metrics.items()}
     assert pi["s"] > max(pi["w1"], pi["w2"]) + 0.2  # estimated from agreement alone (shrunk by the prior)
     assert routed.metrics["s"]["teachers"] == 0 and routed.metrics["w1"]["teachers"] == 2
@@ -144,11 +145,11 @@ def test_upward_pools_every_vote_of_agents_of_similar_accuracy():
     from corl.builtin.topology import UpwardConfig, UpwardRouter
 
     votes, labels = setup()
-    routed = UpwardRouter(UpwardConfig(margin=1.0)).route(votes, labels, V, AGG)
+    routed = UpwardRouter(UpwardConfig(margin=1.0), context()).route(votes, labels, V, AGG)
     assert all(m["teachers"] == 2 for m in routed.metrics.values())
     assert all(t[0].answer == 1 for t in routed.targets.values())  # 1 has 5 of the 11 pooled answers, 2 has 4
     assert routed.rewards["b"] == [[0.0, 0.0, 0.0, 1.0]]
-    tight = UpwardRouter(UpwardConfig(margin=0.0)).route(votes, labels, V, AGG)
+    tight = UpwardRouter(UpwardConfig(margin=0.0), context()).route(votes, labels, V, AGG)
     order = sorted(tight.metrics, key=lambda a: tight.metrics[a]["reliability"])
     assert [tight.metrics[a]["teachers"] for a in order] == [2, 1, 0]  # each agent: the ones above it
 
