@@ -1,4 +1,4 @@
-"""``corl`` command line: run | validate | data | eval | cohort | compare | report | plugins | env | recipes.
+"""``corl`` command line: run | validate | data | eval | cohort | screen | compare | report | plugins | env | recipes.
 
 User mistakes (:class:`corl.errors.CorlError`) print one line per problem, no traceback, exit 2.
 """
@@ -147,6 +147,12 @@ def cmd_eval(args) -> int:
     return cmd_eval(args)
 
 
+def cmd_screen(args) -> int:
+    from corl.tools.screen import cmd_screen
+
+    return cmd_screen(args)
+
+
 def cmd_cohort(args) -> int:
     from corl.tools.inspect import cmd_cohort
 
@@ -192,7 +198,9 @@ def parser() -> argparse.ArgumentParser:
                             help="replace an earlier run in the output dir (finished or started); with --resume, "
                                  "resume even if the recipe changed in a way that matters")
     for name, fn, text in (("eval", cmd_eval, "evaluate models or a run's final checkpoints on a task"),
-                           ("cohort", cmd_cohort, "rank candidate peers by label-free decorrelation")):
+                           ("cohort", cmd_cohort, "rank candidate peers by label-free decorrelation"),
+                           ("screen", cmd_screen, "before training: each agent's pass@1 / maj@k, shared wrong answers, "
+                                                  "how often peers correct an agent, positional biases")):
         sp = sub.add_parser(name, help=text)
         sp.add_argument("target", help="a recipe file, a shipped recipe's name, or a run dir (its final checkpoints)")
         sp.add_argument("--model", action="append", default=[], metavar="NAME=PATH",
@@ -206,8 +214,14 @@ def parser() -> argparse.ArgumentParser:
             sp.add_argument("--samples", type=int, default=0, metavar="N",
                             help="with --json: include each agent's first N evaluated completions (prompt, text, "
                                  "extracted answer, maj@k label, hidden label)")
-        else:
+        elif name == "cohort":
             sp.add_argument("--prompts", type=int, default=200, help="unlabeled prompts to sample (default 200)")
+        else:
+            sp.add_argument("--split", choices=["eval", "train", "seed"], default="eval",
+                            help="prompts to screen: eval (labelled, default), train (label-free where unlabelled), seed")
+            sp.add_argument("--prompts", type=int, default=64, help="prompts to screen (default 64)")
+            sp.add_argument("--k", type=int, default=0, help="samples per prompt (default: eval.k)")
+            sp.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
         sp.set_defaults(fn=fn)
     sp = sub.add_parser("data", help="look at a recipe's data as its agents will see it")
     sp.add_argument("action", choices=["preview"], help="preview: each agent's exact prompt string, with labels")
