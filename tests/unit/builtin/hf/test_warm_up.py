@@ -83,3 +83,15 @@ def test_a_warm_up_needs_a_seed_split_and_a_good_target():
     ok = {**recipe, "task": {**recipe["task"], "seed_size": 8}}
     spec = load_recipe(ok)
     assert spec.agents[0].agent.config.warm_up.steps == 2
+
+
+def test_the_run_summary_records_each_agents_warm_up():
+    from types import SimpleNamespace
+
+    from corl.runtime.metrics import warm_ups
+
+    record = {"steps": 4, "warm_up_fingerprint": "f"}
+    run = SimpleNamespace(agents=[SimpleNamespace(name="a", agent=SimpleNamespace(warm_up=record)),
+                                  SimpleNamespace(name="b", agent=SimpleNamespace(warm_up=None)),
+                                  SimpleNamespace(name="c", agent=object())])  # an agent type without warm-ups
+    assert warm_ups(run) == {"a": record}
