@@ -1,4 +1,4 @@
-"""``corl`` command line: run | validate | data | eval | cohort | export | compare | report | plugins | env | recipes.
+"""``corl`` command line: run | validate | data | eval | cohort | screen | export | compare | report | plugins | env | recipes.
 
 One ``cmd_NAME`` function runs each subcommand and one ``parse_NAME`` declares its arguments and
 examples (``corl NAME --help``); :data:`SUBCOMMANDS` lists them.
@@ -153,6 +153,12 @@ def cmd_eval(args) -> int:
     return cmd_eval(args)
 
 
+def cmd_screen(args) -> int:
+    from corl.tools.screen import cmd_screen
+
+    return cmd_screen(args)
+
+
 def cmd_cohort(args) -> int:
     from corl.tools.inspect import cmd_cohort
 
@@ -255,6 +261,18 @@ def parse_cohort(sub) -> None:
     sp.add_argument("--prompts", type=int, default=200, help="unlabeled prompts to sample (default 200)")
 
 
+def parse_screen(sub) -> None:
+    sp = _add(sub, "screen", cmd_screen, "before training: each agent's pass@1 / maj@k, shared wrong answers, "
+              "how often peers correct an agent, positional biases",
+              "corl screen recipes/real/max3_pooled.toml --prompts 32 --k 8", "corl screen three_agent_ring --json")
+    _target(sp)
+    sp.add_argument("--split", choices=["eval", "train", "seed"], default="eval",
+                    help="prompts to screen: eval (labelled, default), train (label-free where unlabelled), seed")
+    sp.add_argument("--prompts", type=int, default=64, help="prompts to screen (default 64)")
+    sp.add_argument("--k", type=int, default=0, help="samples per prompt (default: eval.k)")
+    sp.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+
+
 def parse_data(sub) -> None:
     sp = _add(sub, "data", cmd_data, "look at a recipe's data as its agents will see it",
               "corl data preview recipes/data_file.toml --rows 2", "corl data preview three_agent_ring --split eval --json")
@@ -314,7 +332,7 @@ def parse_recipes(sub) -> None:
 
 
 #: the subcommands, in the order ``corl --help`` lists them
-SUBCOMMANDS = (parse_run, parse_validate, parse_eval, parse_cohort, parse_data, parse_compare, parse_export, parse_report,
+SUBCOMMANDS = (parse_run, parse_validate, parse_eval, parse_cohort, parse_screen, parse_data, parse_compare, parse_export, parse_report,
                parse_plugins, parse_env, parse_recipes)
 
 

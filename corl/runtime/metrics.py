@@ -92,4 +92,10 @@ def run_summary(run, seconds: float) -> dict[str, Any]:
     return {"name": run.spec.run.name, "steps": run.spec.run.steps, "seconds": round(seconds, 2),
             "stopped_at": run.stopped_at, "stop_reason": run.stop_reason,
             "eval_prompts": len(run.eval_prompts), "eval_k": run.spec.eval.k, "agents": agents,
-            "warnings": run.warnings}
+            "warnings": run.warnings, "warm_ups": warm_ups(run)}
+
+
+def warm_ups(run) -> dict[str, Any]:
+    """The supervised warm-up each agent (of this process) started from: its record (base and warm-up
+    fingerprints, settings), for agents that had one (``agents[i].warm_up``)."""
+    return {slot.name: record for slot in getattr(run, "agents", ()) if (record := getattr(slot.agent, "warm_up", None))}

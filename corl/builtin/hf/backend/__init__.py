@@ -19,7 +19,7 @@ torch and transformers load inside them.
 from __future__ import annotations
 
 from corl.builtin.hf.backend.config import HFAgentConfig, HFSamplerConfig
-from corl.builtin.hf.models.config import zoo_needs_seed
+from corl.builtin.hf.models.config import agent_checks
 
 
 def make_agent(config: HFAgentConfig, ctx):
@@ -48,5 +48,5 @@ def preview(config: HFAgentConfig, ctx, prompts):
 
 # Traits (corl.traits.AgentTraits): validation refuses a zoo: model on a task without a seed split;
 # `corl data preview` renders a text agent's prompts from its tokenizer alone.
-make_agent.check = zoo_needs_seed
+make_agent.check = agent_checks
 make_agent.preview = preview

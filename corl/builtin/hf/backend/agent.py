@@ -12,6 +12,7 @@ with ``lora`` only peft adapters train (:mod:`corl.builtin.hf.scale.lora`).
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from corl.builtin.hf.backend.forward import hidden_states
 from corl.builtin.hf.backend.prompts import chat_template_text, format_prompts, use_chat_template
 from corl.builtin.hf.models import sources, zoo
 from corl.builtin.hf.models.config import zoo_config_for
+from corl.builtin.hf.models.warmstart import warm_up
 from corl.builtin.hf.scale import lora, sharding
 from corl.errors import CorlError
 from corl.types import Prompt
@@ -80,6 +82,18 @@ class HFAgent:
                               lambda: AutoTokenizer.from_pretrained(source, trust_remote_code=remote))
         use_chat_template(self.tokenizer, template)
         check_vocabulary(self.tokenizer, who, config.model)
+        self.warm_up = None  # the warm-up's record (fingerprints, settings), when it had one
+        if config.warm_up.steps and ctx.task is not None:
+            seed = ctx.task.split("seed")
+            texts, special = format_prompts(self.tokenizer, seed, config.prompt_format, config.prompt_template,
+                                            config.system_prompt, who=who)
+            examples = [(t, str(p.label) if p.solution is None else p.solution) for t, p in zip(texts, seed)]
+            source, self.warm_up = warm_up(source, config.warm_up, examples, add_special_tokens=special,
+                                           freeze_embeddings=config.freeze_embeddings, who=who,
+                                           trust_remote_code=config.trust_remote_code, log=ctx.log,
+                                           check=ctx.stop.check)
+            source = str(source)
+            ctx.log(f"{who}: starts from its warm-up {json.dumps(self.warm_up)}")
         self.context = context_limit(load(who, config.model, source, lambda: AutoConfig.from_pretrained(
             source, trust_remote_code=remote)))
         if self.longest is None:  # before the weights load: a prompt too long for the model costs no load

@@ -12,6 +12,7 @@ from typing import Literal
 import attrs
 
 from corl.builtin.hf.backend.prompts import check_chat_template, check_template
+from corl.builtin.hf.models.config import WarmUpSettings
 from corl.builtin.hf.scale.lora import LoraSettings
 
 v = attrs.validators
@@ -97,6 +98,9 @@ class HFAgentConfig(ModelSettings):
                 "optimizer steps on the CPU"})
     lora: LoraSettings = attrs.field(factory=LoraSettings, metadata={
         "help": "low-rank adapters, e.g. { rank = 16, alpha = 32 }"})
+    warm_up: WarmUpSettings = attrs.field(factory=WarmUpSettings, metadata={
+        "help": "supervised warm-up on the task's labeled seed split before Co-RL, any model, e.g. "
+                "{ steps = 4, lr = 1e-5, target = \"Answer: {answer}\" } (docs/how-to/real-models.md, \"Warm-starts\")"})
 
     def __attrs_post_init__(self):
         if self.mixed_precision and self.dtype != "float32":

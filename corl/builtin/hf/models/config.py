@@ -62,6 +62,56 @@ class ZooConfig:
         return key
 
 
+@attrs.frozen
+class WarmUpSettings:
+    """An agent's supervised warm-up before Co-RL (any model: pypi:, gguf:, a folder, a hub id): the zoo's
+    "stopped partway through supervised learning" protocol for real models. ``steps`` AdamW steps of
+    ``batch_size`` rows drawn (with ``seed``) from the task's labeled seed split (disjoint from train and
+    eval), at a constant ``lr`` after one warmup step; cached by the model's and the warm-up's fingerprint."""
+
+    steps: int = attrs.field(default=0, validator=attrs.validators.ge(0), metadata={
+        "help": "supervised steps before Co-RL (0: none); fix them before any verdict run, on prompts apart from "
+                "the evaluated ones (docs/how-to/real-models.md, \"Warm-starts\")"})
+    lr: float = attrs.field(default=1e-5, validator=attrs.validators.gt(0), metadata={
+        "help": "AdamW learning rate (constant after one warmup step)"})
+    batch_size: int = attrs.field(default=8, validator=attrs.validators.ge(1), metadata={
+        "help": "labeled seed examples per warm-up step"})
+    seed: int = attrs.field(default=0, metadata={"help": "data-order seed of the warm-up"})
+    target: str = attrs.field(default="{answer}", metadata={
+        "help": "the completion taught after the agent's rendered prompt, with {answer} (the label) and the "
+                "tokenizer's EOS after it: teach the format and the stop with the skill, e.g. \"Answer: {answer}\""})
+
+    @target.validator
+    def _target(self, attribute, value: str) -> None:
+        try:
+            value.format(answer="1")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"must be a format string with only {{answer}} ({exc})") from None
+        if "{answer}" not in value:
+            raise ValueError("must contain {answer}")
+
+
+class WarmUpHolder(Protocol):
+    warm_up: WarmUpSettings
+
+
+def warm_up_needs_seed(config: WarmUpHolder, facts) -> list[tuple[str, str]]:
+    """A warm-up trains on the task's labeled seed split: refused at validation on a task without one."""
+    warm = getattr(config, "warm_up", None)
+    if warm is None or not warm.steps:
+        return []
+    fix = facts.missing_split("seed")
+    if fix is None:
+        return []
+    return [("warm_up", f"a warm-up of {warm.steps} steps trains on the task's labeled seed split; the {facts.task_type} task has "
+                              f"none: give {fix}, or warm_up.steps = 0")]
+
+
+def agent_checks(config, facts) -> list[tuple[str, str]]:
+    """The hf agents' validation cross-checks (:class:`corl.protocols.AgentTraits`)."""
+    return zoo_needs_seed(config, facts) + warm_up_needs_seed(config, facts)
+
+
 def zoo_needs_seed(config: ZooSettings, facts) -> list[tuple[str, str]]:
     """An agent's validation cross-check (:class:`corl.traits.AgentTraits`): a ``zoo:`` model
     warm-starts on the task's labeled seed split, so a task that will have none is refused here,

