@@ -18,6 +18,7 @@ PLACEHOLDER = re.compile(r"[*{}<>\[\]]|\.\.\.|NAME|RUN|OUT")
 NOT_FILES = {
     "corl/run/",  # architecture.md: the name the run package does not take
     "data/charts_train.jsonl", "data/img/0012.png",  # vision.md: an error message about a user's own data
+    "data/partNN.bin",  # how-to/real-models.md: a file inside third-party packages
 }
 
 
@@ -68,3 +69,25 @@ def test_every_page_the_code_and_recipes_cite_exists():
             for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
                 missing += [f"{path.relative_to(ROOT)}:{n}: {m}" for m in cited.findall(line) if not (ROOT / m).exists()]
     assert not missing, "no such page:\n" + "\n".join(missing)
+
+
+#: words a user page must not carry: our tracker's issue numbers (a project's own, such as "TRL issue
+#: 5312", is a reference and stays) and notes on who ran what, when
+TRACKER = re.compile(r"(?<!TRL )(?<!vLLM )(?<!SGLang )(?<!transformers )(?<!peft )(?<!torch )\bissue\s+#?\d+", re.I)
+NOTES = re.compile(r"\b(next|this|later|earlier) session\b|\bengineers?\b", re.I)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_no_page_carries_issue_numbers_or_notes(page):
+    """A reader understands every page without our tracker: no "issue 38", no "in this session", no
+    "the other engineers"."""
+    found = [f"{page.relative_to(ROOT)}:{n}: {m.group(0)!r}"
+             for n, line in enumerate(page.read_text().splitlines(), 1)
+             for pattern in (TRACKER, NOTES) for m in pattern.finditer(line)]
+    assert not found, "say what happened instead:\n" + "\n".join(found)
+
+
+def test_the_note_patterns_still_match():
+    assert TRACKER.search("as issue 38 saw") and TRACKER.search("Issue #39") and NOTES.search("the engineers")
+    assert NOTES.search("What the next session runs") and not NOTES.search("its own session")
+    assert not TRACKER.search("the check for TRL issue 5312") and not TRACKER.search("a vLLM issue 12")
