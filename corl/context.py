@@ -286,6 +286,9 @@ class RegistryView(Protocol):
         ``config_cls`` is its frozen attrs config class (its fields are the recipe keys); ``help`` is
         the one line ``corl plugins`` shows. Traits are read off ``factory`` now (:func:`corl.traits.traits`)."""
 
+    def add_fact(self, name: str, compute: Callable[[], Any]) -> None:
+        """A fact ``corl env`` reports (``compute()`` returns JSON-able data; called only by ``corl env``)."""
+
     def add_section(self, name: str, config_cls: type, help: str = "") -> None:
         """Declare a top-level recipe section ``[name]`` validated against ``config_cls`` (its
         defaults apply when a recipe leaves it out); components read it as ``ctx.section(name)``."""

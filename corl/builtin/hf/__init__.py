@@ -21,6 +21,7 @@ from __future__ import annotations
 from corl.builtin.hf.backend import make_agent, make_sampler, make_static_sampler
 from corl.builtin.hf.backend.config import HFAgentConfig, HFSamplerConfig
 from corl.builtin.hf.models.config import ZooConfig
+from corl.builtin.hf.models.sources import installed_packaged
 from corl.builtin.hf.reward_model import RewardModel, RewardModelConfig
 from corl.builtin.hf.vision import make_vision_agent, make_vision_sampler
 from corl.builtin.hf.vision.config import HFVisionAgentConfig, VisionSamplerConfig
@@ -40,6 +41,7 @@ make_agent.model_key = make_vision_agent.model_key = "model"
 
 @hookimpl
 def corl_register_components(registry):
+    registry.add_fact("packaged_models", installed_packaged)  # corl env: the pypi: models here, with provenance
     registry.add("agent", "hf", make_agent, HFAgentConfig,
                  help="transformers causal LM (zoo:, a folder, gguf:, pypi: or a hub id); FSDP2 sharding and "
                       "LoRA adapters on request")

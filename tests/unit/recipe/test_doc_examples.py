@@ -27,6 +27,7 @@ def test_the_recipe_fragments_in_the_docs_validate(registry, page, i, block, tmp
         if isinstance(term.get("model"), str):
             (tmp_path / term["model"]).mkdir(parents=True)
             (tmp_path / term["model"] / "config.json").write_text('{"model_type": "llama"}')
-    recipe = {"agents": [{"name": "a", "model": "HuggingFaceTB/SmolLM2-360M-Instruct"}], "topology": {"type": "self"},
+    recipe = {"agents": [{"name": "a", "model": "HuggingFaceTB/SmolLM2-360M-Instruct"},
+                         {"name": "b", "model": "HuggingFaceTB/SmolLM2-360M-Instruct"}], "topology": {"type": "self"},
               **fragment}
     load_recipe(recipe, registry=registry)

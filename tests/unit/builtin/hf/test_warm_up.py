@@ -11,8 +11,8 @@ from corl.builtin.hf.backend.config import HFAgentConfig
 from corl.builtin.hf.models.catalog import shipped_folder
 from corl.builtin.hf.models.config import WarmUpSettings
 from corl.builtin.tasks.arithmetic import ArithmeticConfig, ArithmeticTask
+from corl.context import Context
 from corl.errors import ConfigError
-from corl.protocols import Context
 from corl.recipe import load_recipe
 
 
