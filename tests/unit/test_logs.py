@@ -236,6 +236,7 @@ def test_transformers_and_peft_warnings_are_off_in_runs_unless_debugging(monkeyp
 
     monkeypatch.setenv("CORL_DEBUG", debug)
     before = hf_logging.get_verbosity()
+    hf_logging.set_verbosity(hf_logging.WARNING)  # as a fresh process has it (an earlier test may have quieted it)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         quiet_libraries()

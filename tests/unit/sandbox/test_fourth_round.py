@@ -308,7 +308,7 @@ def test_canonical_refuses_depth_without_recursing():
 
 
 def test_the_depth_is_the_documented_one():
-    text = (Path(__file__).resolve().parents[3] / "docs" / "code-tasks.md").read_text()
+    text = (Path(__file__).resolve().parents[3] / "docs" / "how-to" / "code-tasks.md").read_text()
     assert f"nested deeper than {values.MAX_DEPTH}" in text
 
 

@@ -111,6 +111,10 @@ class HFAgentConfig(ModelSettings):
                              "freeze_embeddings")
 
 
+OFF_POLICY = ("shapes which tokens are drawn, not the recorded log-probs (the model's own at the temperature, "
+              "as the update computes them): set, samples are off-policy and nothing corrects for it, as in TRL")
+
+
 @attrs.frozen
 class SamplingSettings:
     """What every hf sampler honours (the ``hf`` and ``hf_vision`` ones)."""
@@ -124,21 +128,17 @@ class SamplingSettings:
     max_new_tokens: int = attrs.field(default=8, validator=v.ge(1), metadata={"help": "completion length limit"})
     batch_size: int = attrs.field(default=1024, validator=v.ge(1), metadata={
         "help": "sequences per decode call (prompts x samples); bounds memory"})
-
-
-OFF_POLICY = ("shapes which tokens are drawn, not the recorded log-probs (the model's own at the temperature, "
-              "as the update computes them): set, samples are off-policy and nothing corrects for it, as in TRL")
+    min_p: float = attrs.field(default=0.0, validator=[v.ge(0), v.le(1)], metadata={
+        "help": "min-p sampling: drop tokens below min_p x the likeliest token's probability (0: off); " + OFF_POLICY})
+    repetition_penalty: float = attrs.field(default=1.0, validator=v.gt(0), metadata={
+        "help": "transformers' repetition penalty over the prompt and completion so far (1: off; >1 discourages "
+                "repeats), applied also to greedy decoding as generate() does; " + OFF_POLICY})
 
 
 @attrs.frozen
 class HFSamplerConfig(SamplingSettings):
     stop: tuple[str, ...] = attrs.field(default=(), metadata={
         "help": "stop strings besides EOS, e.g. [\"\\nQuestion:\"] for a few-shot base model; the answer is read before them"})
-    min_p: float = attrs.field(default=0.0, validator=[v.ge(0), v.le(1)], metadata={
-        "help": "min-p sampling: drop tokens below min_p x the likeliest token's probability (0: off); " + OFF_POLICY})
-    repetition_penalty: float = attrs.field(default=1.0, validator=v.gt(0), metadata={
-        "help": "transformers' repetition penalty over the prompt and completion so far (1: off; >1 discourages "
-                "repeats), applied also to greedy decoding as generate() does; " + OFF_POLICY})
 
 
 def matmul_dtype(value: str, device: str) -> str:

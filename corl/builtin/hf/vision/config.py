@@ -28,4 +28,5 @@ class HFVisionAgentConfig(ModelSettings):
 
 @attrs.frozen
 class VisionSamplerConfig(SamplingSettings):
-    """Temperature, top-p, top-k, the length limit and rows per ``generate`` call; no stop strings."""
+    """Temperature, top-p, top-k, min-p, the repetition penalty, the length limit and rows per ``generate``
+    call; no stop strings."""

@@ -43,6 +43,8 @@ class VisionSampler:
                 out = agent.model.generate(
                     **inputs, do_sample=not greedy, temperature=temp if not greedy else None,
                     top_p=cfg.top_p if not greedy else None, top_k=cfg.top_k or None,
+                    min_p=cfg.min_p or None if not greedy else None,
+                    repetition_penalty=cfg.repetition_penalty if cfg.repetition_penalty != 1.0 else None,
                     max_new_tokens=cfg.max_new_tokens, pad_token_id=pad, eos_token_id=eos,
                     suppress_tokens=agent.media_tokens or None, output_logits=True, return_dict_in_generate=True)
                 completion = out.sequences[:, prompt_ids.shape[1]:].cpu()

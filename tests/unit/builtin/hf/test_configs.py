@@ -31,7 +31,7 @@ def test_the_vision_sampler_refuses_stop_strings_at_validation(registry):
     with pytest.raises(ConfigError) as info:
         load_recipe(vision_recipe(stop=["\nQuestion:"]), registry=registry)
     assert list(info.value.problems) == ["<recipe>: agents[0].sampler.stop: unknown key; valid keys here: batch_size, "
-                                   "max_new_tokens, temperature, top_k, top_p"]
+                                   "max_new_tokens, min_p, repetition_penalty, temperature, top_k, top_p"]
 
 
 def test_the_text_sampler_keeps_its_stop_strings(registry):

@@ -125,3 +125,27 @@ def test_unreadable_images_are_one_line_errors(tmp_path):
     (tmp_path / "note.png").write_text("not pixels")
     with pytest.raises(CorlError, match=r"^image .*note\.png: not a readable image"):
         vision_inputs.load_image(tmp_path / "note.png")
+
+
+def test_the_vision_sampler_honours_min_p_and_the_repetition_penalty(task, cache_dir):
+    """The knobs the hf sampler has: passed to generate (a greedy pass with a penalty is generate's own),
+    while the recorded log-probs stay the model's own, equal to the training forward."""
+    name = sorted(vision_zoo.FAMILIES)[0]
+    agent, ctx = agent_for(name, task)
+    prompts = task.split("train")[:2]
+    config = VisionSamplerConfig(temperature=0.7, min_p=0.05, repetition_penalty=1.5, max_new_tokens=4)
+    rollout = make_vision_sampler(config, attrs.evolve(ctx, agent=agent)).sample(agent, prompts, 2)
+    batch = rollout.batch
+    with torch.no_grad():
+        logp, _ = agent.token_logprobs(batch, torch.arange(4))
+    assert float(((logp - batch.old_logprobs[:4]).abs() * batch.completion_mask[:4]).max()) < 1e-4
+    penalised = make_vision_sampler(attrs.evolve(config, repetition_penalty=50.0), attrs.evolve(ctx, agent=agent))
+    greedy = penalised.sample(agent, prompts[:1], 1, greedy=True).batch
+    ids, mask, images = agent.encode(prompts[:1])
+    with torch.no_grad():
+        want = agent.model.generate(**agent.forward_inputs(ids, mask, images), do_sample=False, max_new_tokens=4,
+                                    repetition_penalty=50.0, pad_token_id=agent.tokenizer.pad_token_id,
+                                    eos_token_id=agent.tokenizer.eos_token_id,
+                                    suppress_tokens=agent.media_tokens or None)
+    got = greedy.completion_ids[0][: want.shape[1] - ids.shape[1]]
+    assert got.tolist() == want[0, ids.shape[1]:].tolist()
