@@ -171,7 +171,7 @@ def cmd_screen(args) -> int:
 
     if args.prompts < 1:
         raise CorlError(f"--prompts {args.prompts}: must be at least 1")
-    run = _build_for_inspection(args, [])
+    run, _, _ = _build_for_inspection(args, [])
     try:
         return _screen(run, args)
     finally:

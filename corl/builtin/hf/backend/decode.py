@@ -52,16 +52,7 @@ def decode(model, ids, mask, n: int, max_new_tokens: int, temp: float, greedy: b
     tokens, logps, live = [], [], []
     history = ids.repeat_interleave(n, 0) if processors else None  # what a repetition penalty looks back on
     for t in range(max_new_tokens):
-        scaled = logits / temp
-        shaped = scaled
-        for process in processors:  # (a penalty divides or multiplies a logit: the same before or after 1/temp)
-            shaped = process(history, shaped)
-        if greedy:
-            token = shaped.argmax(-1)
-        else:
-            for warp in warpers:
-                shaped = warp(None, shaped)
-            token = draw(shaped)
+        token, scaled = pick(logits, temp, greedy, warpers, processors, history)
         live.append(~done)
         token = token.masked_fill(done, pad)
         tokens.append(token)
@@ -80,6 +71,21 @@ def decode(model, ids, mask, n: int, max_new_tokens: int, temp: float, greedy: b
                     **{cache_key: cache})
         cache, logits = getattr(out, cache_key), out.logits[:, -1].float()
     return torch.stack(tokens, 1), torch.stack(logps, 1), torch.stack(live, 1)
+
+
+def pick(logits, temp: float, greedy: bool, warpers, processors, history):
+    """One decode step's token per row, and the logits at ``temp`` its recorded log-prob is read from:
+    ``processors`` (a repetition penalty, looking back on ``history``; also greedy) and ``warpers``
+    (top-k / top-p / min-p, sampling only) shape what is drawn, never the recorded log-prob."""
+    scaled = logits / temp
+    shaped = scaled
+    for process in processors:  # (a penalty divides or multiplies a logit: the same before or after 1/temp)
+        shaped = process(history, shaped)
+    if greedy:
+        return shaped.argmax(-1), scaled
+    for warp in warpers:
+        shaped = warp(None, shaped)
+    return draw(shaped), scaled
 
 
 def draw(logits):

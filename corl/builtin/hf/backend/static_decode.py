@@ -1,5 +1,5 @@
 """The ``hf_static`` sampler: the ``hf`` sampler with a fixed-shape decode step over a preallocated
-KV cache (opt-in: ``sampler.type = "hf_static"``; issue 42, item 1's first part).
+KV cache (opt-in: ``sampler.type = "hf_static"``).
 
 :func:`decode_static` prefills each prompt once, as :func:`corl.builtin.hf.backend.decode.decode`
 does, then copies the prompts' keys and values, each repeated ``n`` times, into a transformers
@@ -25,7 +25,7 @@ _SWAP = threading.Lock()  # the hf sampler's decode function is swapped for one 
 
 
 def decode_static(model, ids, mask, n: int, max_new_tokens: int, temp: float, greedy: bool, warpers, eos: int,
-                  pad: int, stop=None, check=lambda: None):
+                  pad: int, stop=None, check=lambda: None, processors=()):
     """:func:`corl.builtin.hf.backend.decode.decode` (same arguments and result) with a static KV cache."""
     import torch
     from transformers import StaticCache
@@ -35,7 +35,8 @@ def decode_static(model, ids, mask, n: int, max_new_tokens: int, temp: float, gr
     cache_key = "cache" if "cache" in params else "past_key_values"
     config = model.config.get_text_config(decoder=True)
     if "sliding_attention" in (getattr(config, "layer_types", None) or ()) or getattr(config, "sliding_window", None):
-        return dynamic.decode(model, ids, mask, n, max_new_tokens, temp, greedy, warpers, eos, pad, stop, check)
+        return dynamic.decode(model, ids, mask, n, max_new_tokens, temp, greedy, warpers, eos, pad, stop, check,
+                              processors)
     check()
     positions = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding; GPT-2 needs them explicit
     keep = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
@@ -43,7 +44,8 @@ def decode_static(model, ids, mask, n: int, max_new_tokens: int, temp: float, gr
     prefilled = getattr(out, cache_key)
     layers = getattr(prefilled, "layers", None)
     if not layers or any(type(layer) is not DynamicLayer for layer in layers):
-        return dynamic.decode(model, ids, mask, n, max_new_tokens, temp, greedy, warpers, eos, pad, stop, check)
+        return dynamic.decode(model, ids, mask, n, max_new_tokens, temp, greedy, warpers, eos, pad, stop, check,
+                              processors)
     prompt_len = ids.shape[1]
     cache = StaticCache(config=model.config, max_cache_len=prompt_len + max_new_tokens)
     for static, layer in zip(cache.layers, layers):  # each prompt's keys and values, n copies, written once
@@ -56,18 +58,14 @@ def decode_static(model, ids, mask, n: int, max_new_tokens: int, temp: float, gr
     last = positions[:, -1:].repeat_interleave(n, 0)
     done = torch.zeros(rows, dtype=torch.bool, device=mask.device)
     tokens, logps, live = [], [], []
+    history = ids.repeat_interleave(n, 0) if processors else None  # what a repetition penalty looks back on
     for t in range(max_new_tokens):
-        scaled = logits / temp
-        if greedy:
-            token = scaled.argmax(-1)
-        else:
-            shaped = scaled
-            for warp in warpers:
-                shaped = warp(None, shaped)
-            token = dynamic.draw(shaped)
+        token, scaled = dynamic.pick(logits, temp, greedy, warpers, processors, history)
         live.append(~done)
         token = token.masked_fill(done, pad)
         tokens.append(token)
+        if history is not None:
+            history = torch.cat([history, token[:, None]], 1)
         logps.append(scaled.log_softmax(-1).gather(1, token[:, None]).squeeze(1))
         done = done | (token == eos)
         if stop is not None:
