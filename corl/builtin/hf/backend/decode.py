@@ -48,9 +48,32 @@ def decode(model, ids, mask, n: int, max_new_tokens: int, temp: float, greedy: b
         cache.batch_repeat_interleave(n)
     logits = out.logits[:, -1].float().repeat_interleave(n, 0)
     mask, last = mask.repeat_interleave(n, 0), positions[:, -1:].repeat_interleave(n, 0)
-    done = torch.zeros(len(mask), dtype=torch.bool, device=mask.device)
+    del out  # (the prompt pass's logits: only the last position's are kept)
+
+    def step(token):  # the next position's logits: the cache grows by one token per row
+        nonlocal cache, mask, last
+        mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
+        last = last + 1
+        out = model(input_ids=token[:, None], attention_mask=mask, position_ids=last, use_cache=True,
+                    **{cache_key: cache})
+        cache = out[cache_key]  # (a transformers ModelOutput reads as a mapping too)
+        return out.logits[:, -1].float()
+
+    return loop(logits, ids.repeat_interleave(n, 0), max_new_tokens, temp, greedy, warpers, processors, eos, pad,
+                stop, check, step)
+
+
+def loop(logits, prompts, max_new_tokens: int, temp: float, greedy: bool, warpers, processors, eos: int, pad: int,
+         stop, check, step):
+    """The decode loop both KV caches share: from the prompts' last logits (``[rows, vocab]``, rows =
+    ``prompts``' rows, each prompt repeated per sample), pick a token per row, record its log-prob,
+    and ask ``step(token)`` for the next logits until every row has ended or ``max_new_tokens``.
+    Returns what :func:`decode` returns."""
+    import torch
+
+    done = torch.zeros(len(logits), dtype=torch.bool, device=logits.device)
     tokens, logps, live = [], [], []
-    history = ids.repeat_interleave(n, 0) if processors else None  # what a repetition penalty looks back on
+    history = prompts if processors else None  # what a repetition penalty looks back on
     for t in range(max_new_tokens):
         token, scaled = pick(logits, temp, greedy, warpers, processors, history)
         live.append(~done)
@@ -65,11 +88,7 @@ def decode(model, ids, mask, n: int, max_new_tokens: int, temp: float, greedy: b
         if t == max_new_tokens - 1 or bool(done.all()):
             break
         check()
-        mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
-        last = last + 1
-        out = model(input_ids=token[:, None], attention_mask=mask, position_ids=last, use_cache=True,
-                    **{cache_key: cache})
-        cache, logits = getattr(out, cache_key), out.logits[:, -1].float()
+        logits = step(token)
     return torch.stack(tokens, 1), torch.stack(logps, 1), torch.stack(live, 1)
 
 

@@ -56,28 +56,17 @@ def decode_static(model, ids, mask, n: int, max_new_tokens: int, temp: float, gr
     full[:, :prompt_len] = mask.repeat_interleave(n, 0)  # (unwritten slots: hidden by the causal mask)
     logits = out.logits[:, -1].float().repeat_interleave(n, 0)
     last = positions[:, -1:].repeat_interleave(n, 0)
-    done = torch.zeros(rows, dtype=torch.bool, device=mask.device)
-    tokens, logps, live = [], [], []
-    history = ids.repeat_interleave(n, 0) if processors else None  # what a repetition penalty looks back on
-    for t in range(max_new_tokens):
-        token, scaled = dynamic.pick(logits, temp, greedy, warpers, processors, history)
-        live.append(~done)
-        token = token.masked_fill(done, pad)
-        tokens.append(token)
-        if history is not None:
-            history = torch.cat([history, token[:, None]], 1)
-        logps.append(scaled.log_softmax(-1).gather(1, token[:, None]).squeeze(1))
-        done = done | (token == eos)
-        if stop is not None:
-            done = done | stop(torch.stack(tokens, 1))
-        if t == max_new_tokens - 1 or bool(done.all()):
-            break
-        check()
+    del out
+
+    def step(token):  # one token per row, every tensor the same shape at every step
+        nonlocal last
         last = last + 1
         out = model(input_ids=token[:, None], attention_mask=full, position_ids=last, use_cache=True,
                     **{cache_key: cache})
-        logits = out.logits[:, -1].float()
-    return torch.stack(tokens, 1), torch.stack(logps, 1), torch.stack(live, 1)
+        return out.logits[:, -1].float()
+
+    return dynamic.loop(logits, ids.repeat_interleave(n, 0), max_new_tokens, temp, greedy, warpers, processors, eos,
+                        pad, stop, check, step)
 
 
 class HFStaticSampler(hf_sampler.HFSampler):
