@@ -9,7 +9,7 @@ from corl.protocols import Agent, AnswerVerifier, Sampler
 from corl.runtime.boundary import check_rollout, guard
 from corl.runtime.cohort import pairwise
 from corl.runtime.rng import fixed, stream_seed
-from corl.runtime.samples import as_json, eval_samples
+from corl.runtime.samples import eval_samples
 from corl.runtime.verify import check_answers, extract_all
 from corl.types import Completion, Prompt, Rollout, Vote
 
@@ -95,7 +95,20 @@ def evaluate_run(run, step: int, notify: bool = True) -> dict[str, dict[str, flo
     samples = [c for per_rank in gathered.values() for c in per_rank[0][2]]
     cohort = pairwise(answers, run.verifier, [p.label for p in run.eval_prompts])
     run.state.evals[step], run.state.cohorts[step] = results, cohort
-    run.eval_samples[step] = as_json(samples)
+    run.eval_samples[step] = tuple(samples)
     if notify:
         run.notify("corl_on_eval_end", step=step, results=results, cohort=cohort, samples=tuple(samples))
+    return results
+
+
+def adopt_evaluation(run, step: int, results: dict[str, dict[str, float]], cohort: dict[str, Any],
+                     samples: tuple[Completion, ...], origin: str) -> dict[str, dict[str, float]]:
+    """Record another run's evaluation of ``step`` (``origin`` names it) as ``run``'s own, telling the
+    observers as an evaluation would: for runs whose agents at that step, evaluation settings and
+    seed are the same (``corl compare``'s shared step-0 evaluation,
+    :func:`corl.tools.compare.evaluation_key`), whose evaluations are the same draw
+    (:func:`corl.runtime.rng.fixed`)."""
+    run.state.evals[step], run.state.cohorts[step], run.eval_samples[step] = results, cohort, samples
+    run.log(f"step {step}: evaluation shared with {origin} (the same agents, evaluation settings and seed)")
+    run.notify("corl_on_eval_end", step=step, results=results, cohort=cohort, samples=samples)
     return results

@@ -29,14 +29,14 @@ from corl.runtime import checkpoint, distributed, folder, interrupts, lock, proc
 from corl.runtime.aggregation import BoundAggregator
 from corl.runtime.boundary import check_split, guard
 from corl.runtime.build import AgentSlot, Builder, check_given, observers, shaping_terms
-from corl.runtime.evaluation import evaluate_run
+from corl.runtime.evaluation import adopt_evaluation, evaluate_run
 from corl.runtime.metrics import run_summary
 from corl.runtime.rng import AgentStreams
 from corl.runtime.state import DataOrder, RunState
 from corl.runtime.step import train_step
 from corl.runtime.verify import GRACE, BoundedVerifier
 from corl.runtime.view import RunView
-from corl.types import Prompt, StepMetrics
+from corl.types import Completion, Prompt, StepMetrics
 
 
 class Run:
@@ -53,8 +53,11 @@ class Run:
     def __init__(self, spec: recipe_mod.RunSpec, *, plugins: Sequence[Any] = (), pm: PluginManager | None = None,
                  task: Task | None = None, aggregator: Aggregator | None = None,
                  router: RewardRouter | None = None, log: Callable[[str], None] | None = None, resume: bool = False,
-                 force: bool = False, layout: distributed.Layout | None = None, resume_from: str | None = None):
-        # resume_from: exactly this checkpoint (``step-000040``), refused unless it verifies
+                 force: bool = False, layout: distributed.Layout | None = None, resume_from: str | None = None,
+                 shared_step0: tuple[Any, ...] | None = None):
+        # resume_from: exactly this checkpoint (``step-000040``), refused unless it verifies;
+        # shared_step0: another run's step-0 evaluation to adopt (corl compare): results, cohort, samples, its name
+        self.shared_step0 = shared_step0
         self.resume, self.force, self.resume_from = resume or resume_from is not None, force, resume_from
         self._given = {"task": task, "aggregator": aggregator, "router": router}
         check_given(spec, self._given)  # before anything is built or loaded
@@ -78,7 +81,7 @@ class Run:
         self.observers: list[tuple[str, Any]] = []  # (name, observer object) attached to this process
         self.state = RunState(DataOrder.seeded(spec.run.seed))
         self.view = RunView(self)
-        self.eval_samples: dict[int, list[dict[str, Any]]] = {}  # step -> logged completions (runtime.samples)
+        self.eval_samples: dict[int, tuple[Completion, ...]] = {}  # step -> logged completions (runtime.samples)
         self.stop_reason: str | None = None  # set by request_stop
         self.stopped_at: int | None = None
         self._who: dict[tuple[str, str], str] = {}
@@ -200,6 +203,8 @@ class Run:
         ``notify=False`` (``corl eval``, outside any run's lifecycle) calls no hook."""
         self.phase = (f"during the final evaluation (after step {step})" if final else
                       f"during the evaluation after step {step}" if step else "during the evaluation before step 1")
+        if step == 0 and notify and self.shared_step0 is not None:
+            return adopt_evaluation(self, 0, *self.shared_step0)
         if (not step or not notify) and self.eval_prompts:  # (a minute on a real model: say what runs)
             self.log(f"evaluating {len(self.agents)} agent(s) on {len(self.eval_prompts)} held-out prompts (greedy, "
                      f"and k={self.spec.eval.k} samples each)")

@@ -7,6 +7,7 @@ exists) is reused, so an interrupted comparison continues where it stopped. The 
 
 from __future__ import annotations
 
+import gc
 import json
 import statistics
 from pathlib import Path
@@ -56,6 +57,28 @@ def _run_stats(run_dir: Path) -> dict[str, Any]:
     return out
 
 
+#: recipe keys that cannot change a run's step-0 evaluation (what trains, how long, what is logged):
+#: two runs of a comparison whose recipes differ only in these, at the same seed, evaluate the same
+#: agents on the same prompts with the same draw (corl.runtime.rng.fixed), so the second adopts
+#: the first's step-0 evaluation (a real model's costs minutes)
+NOT_EVALUATED = {"run": ("name", "steps", "output_dir", "peer_reward", "supervised", "observers", "checkpoint_every",
+                         "keep_checkpoints", "max_nonfinite", "collective_timeout"),
+                 "agents": ("optimizer", "frozen"), "eval": ("every",)}
+NOT_EVALUATED_SECTIONS = ("topology", "observers", "shaping")
+
+
+def evaluation_key(recipe: dict[str, Any]) -> dict[str, Any]:
+    """``recipe`` (:func:`corl.recipe.to_dict`) without what cannot change its step-0 evaluation."""
+    key = {section: value for section, value in recipe.items() if section not in NOT_EVALUATED_SECTIONS}
+    for section, keys in NOT_EVALUATED.items():
+        drop = lambda table: {k: v for k, v in table.items() if k not in keys}
+        if isinstance(key.get(section), list):
+            key[section] = [drop(table) for table in key[section]]
+        elif isinstance(key.get(section), dict):
+            key[section] = drop(key[section])
+    return key
+
+
 def compare(recipes: Sequence[str], seeds: Sequence[int], out: Path, overrides: Sequence[str] = (),
             log: Callable[[str], None] | None = None, claims: str | Path | None = None,
             run: bool = True) -> dict[str, Any]:
@@ -89,13 +112,20 @@ def compare(recipes: Sequence[str], seeds: Sequence[int], out: Path, overrides: 
     # Seed-major: every recipe's first seed before any recipe's second, so a comparison cut
     # short (or tabulated early with --tabulate) has every recipe at the fewest seeds possible.
     order = sorted(specs, key=lambda ns: list(seeds).index(ns[1]))
+    shared: dict[str, tuple[Any, ...]] = {}  # evaluation key -> a step-0 evaluation of this comparison, and whose
     for name, seed in order if run else ():
         spec, pm, run_dir = specs[name, seed]
         if (run_dir / "summary.json").exists():
             say(f"{name} seed {seed}: done before, reusing {run_dir}")
             continue
         say(f"{name} seed {seed}: running -> {run_dir}")
-        Run(spec, pm=pm, log=log, resume=True).execute()  # an interrupted run continues from its checkpoint
+        key = json.dumps(evaluation_key(to_dict(spec)), sort_keys=True, default=str)
+        done = Run(spec, pm=pm, log=log, resume=True, shared_step0=shared.get(key))  # an interrupted run resumes
+        done.execute()
+        if 0 in done.state.evals and key not in shared:
+            shared[key] = (done.state.evals[0], done.state.cohorts[0], done.eval_samples[0], f"{name} seed {seed}")
+        del done  # (its models go before the next run loads its own)
+        gc.collect()
 
     results: dict[str, Any] = {"seeds": list(seeds), "overrides": list(overrides), "recipes": {}, "not_run": []}
     for name in dict.fromkeys(n for n, _ in specs):

@@ -154,7 +154,9 @@ def _eval(run, args, step: int, adapters: dict[str, str]) -> int:
         results = run.evaluate(step, notify=False)  # (the step labels the samples; the draw is the same at every step)
     cohort = run.cohorts.get(step)
     if args.json:
-        extra = {"samples": run.eval_samples.get(step, [])} if args.samples else {}
+        from corl.runtime.samples import as_json
+
+        extra = {"samples": as_json(run.eval_samples.get(step, ()))} if args.samples else {}
         print(json.dumps({"settings": settings, "results": results, "cohort": cohort, **extra}, indent=2))
         return 0
     print(f"{settings['prompts']} held-out prompts; pass@1 and maj@{ev.k} from {ev.k} samples at temperature "
