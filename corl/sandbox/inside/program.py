@@ -84,11 +84,14 @@ def run(job: dict, folder: str):
         hook.install(folder)
 
     def kind(exc: BaseException) -> str:
-        if isinstance(exc, MemoryError):
-            return "memory"
-        if isinstance(exc, OutputLimit):
-            return "output_limit"
-        return f"crash:{type(exc).__name__}"
+        try:
+            if isinstance(exc, MemoryError):
+                return "memory"
+            if isinstance(exc, OutputLimit):
+                return "output_limit"
+            return f"crash:{type(exc).__name__}"
+        except BaseException:  # noqa: BLE001 - a hostile __class__ / __name__
+            return "crash:unknown"
 
     namespace: dict = {"__name__": "__program__"}
     fn = None
@@ -107,11 +110,7 @@ def run(job: dict, folder: str):
         try:
             value = eval(code, namespace, {"x": args}) if fn is None else fn(*args)
         except BaseException as exc:  # noqa: BLE001
-            try:
-                result = (False, kind(exc))
-            except BaseException:  # noqa: BLE001 - a hostile __class__ / __name__
-                result = (False, "crash:unknown")
-            emit(*result)
+            emit(False, kind(exc))
             continue
         try:
             text = canonical(value)
@@ -124,9 +123,6 @@ def run(job: dict, folder: str):
         except (TooDeep, RecursionError):  # a value nested past what a signature holds (values.MAX_DEPTH)
             result = (False, "bad_output")
         except BaseException as exc:  # noqa: BLE001
-            try:
-                result = (False, kind(exc))
-            except BaseException:  # noqa: BLE001 - a hostile __class__ / __name__
-                result = (False, "crash:unknown")
+            result = (False, kind(exc))
         emit(*result)
     done()

@@ -160,3 +160,40 @@ def test_the_worker_reads_a_childs_lines_up_to_the_first_that_is_not_one():
     assert running.results() == ([[True, "1"]], True)
     running.data = b'[true, "1"]\n[false, "crash:KeyError"]\n[true, "3'  # the last one cut short: not a line
     assert running.results() == ([[True, "1"], [False, "crash:KeyError"]], False)
+
+
+#: exceptions whose class will not say its name: each is its own "crash:unknown", in a call, in the
+#: program's definition (function mode) and while its return value is read
+HOSTILE_CLASSES = """
+    class Meta(type):
+        @property
+        def __name__(cls):
+            raise KeyboardInterrupt
+    class Nameless(Exception, metaclass=Meta):
+        pass
+    class Liar(Exception):
+        @property
+        def __class__(self):
+            raise SystemExit
+    class Value:
+        def __repr__(self):
+            raise Nameless
+"""
+
+
+@pytest.mark.parametrize("body", ["raise Nameless", "raise Liar", "return Value()"])
+def test_an_exception_that_hides_its_class_is_a_crash_of_the_program(body):
+    outcome = run_hostile(HOSTILE_CLASSES + f"""
+    def f(x):
+        {body}
+    """)
+    assert outcome.error == "crash:unknown"
+
+
+def test_a_definition_that_raises_a_nameless_exception_fails_its_inputs_only():
+    outcome = run_hostile(HOSTILE_CLASSES + """
+    raise Nameless
+    def f(x):
+        return 1
+    """)
+    assert outcome.error == "crash:unknown"
