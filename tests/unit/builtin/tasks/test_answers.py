@@ -2,8 +2,9 @@ import threading
 
 import pytest
 
-from corl.builtin.tasks import answers
-from corl.builtin.tasks.answers import IntegerVerifier, MathVerifier, extract_answer, extract_label
+from corl.builtin.tasks import extract, verifiers
+from corl.builtin.tasks.extract import extract_answer, extract_label
+from corl.builtin.tasks.verifiers import IntegerVerifier, MathVerifier
 from corl.protocols import AnswerVerifier
 from corl.runtime.verify import BoundedVerifier
 
@@ -191,7 +192,8 @@ def test_plain_numbers_never_call_math_verify(monkeypatch):
     def refuse(*args):
         raise AssertionError("math-verify called on a plain number")
 
-    monkeypatch.setattr(answers, "_parse", refuse)
+    monkeypatch.setattr(extract, "_parse", refuse)
+    monkeypatch.setattr(verifiers, "_parse", refuse)
     for text in ["I had 3 apples and 4.5 pears, so -12", "#### 1,234", r"\boxed{\frac{1}{2}}", "so 3/4 of it", "72"]:
         assert extract_answer(text) is not None
     assert V.equivalent("0.5", r"\frac{1}{2}") and not V.equivalent("1/3", "0.33")
@@ -248,10 +250,10 @@ def test_non_answers_are_never_answers_or_labels(text):
     ("I do not know 5 things", "fallback"),
 ])
 def test_each_label_says_how_it_was_found(text, path):
-    label, found = answers.extract_label_path(text)
-    assert label is not None and found == path and found in answers.PATHS
-    assert answers.extract_label_path("N/A") == (None, "none") == answers.extract_label_path(r"\boxed{N/A}")
-    assert answers.extract_label_path("))") == (None, None)
+    label, found = extract.extract_label_path(text)
+    assert label is not None and found == path and found in extract.PATHS
+    assert extract.extract_label_path("N/A") == (None, "none") == extract.extract_label_path(r"\boxed{N/A}")
+    assert extract.extract_label_path("))") == (None, None)
 
 
 def test_tag_and_regex_extractors_read_only_their_place():

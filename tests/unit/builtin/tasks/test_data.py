@@ -5,7 +5,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from corl.builtin.tasks.answers import MathVerifier
+from corl.builtin.tasks.verifiers import MathVerifier
 from corl.builtin.tasks.data import DataConfig, DataTask
 from corl.context import Context
 from corl.errors import ConfigError, CorlError

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from corl.builtin.tasks.answers import MathVerifier
+from corl.builtin.tasks.verifiers import MathVerifier
 from corl.builtin.tasks.data import DataConfig, DataTask
 from corl.context import Context
 from corl.errors import CorlError

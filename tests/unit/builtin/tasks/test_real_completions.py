@@ -9,7 +9,8 @@ from collections import Counter
 
 import pytest
 
-from corl.builtin.tasks.answers import MathVerifier, _rational
+from corl.builtin.tasks.extract import _rational
+from corl.builtin.tasks.verifiers import MathVerifier
 from corl.builtin.tasks.word_problems import NumberVerifier
 from tests.kit import ROOT
 
