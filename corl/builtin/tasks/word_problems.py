@@ -17,8 +17,8 @@ from pathlib import Path
 import attrs
 
 from corl.builtin.tasks.extract import _NUMBER, _clean, _rational, extract_answer
-from corl.builtin.tasks.verifiers import MathVerifier
 from corl.builtin.tasks.splits import cut_pool, missing_sized_split, sizes
+from corl.builtin.tasks.verifiers import MathVerifier
 from corl.errors import ConfigError
 from corl.hookspecs import hookimpl
 from corl.types import Prompt
