@@ -7,7 +7,8 @@ last ``<answer>...</answer>``, the last ``\\boxed{...}`` / ``\\fbox{...}``, GSM8
 "The answer is ..." / "Answer: ...". Without any marker, a text that is an answer on its own is taken whole (MATH-500's
 ``\\frac{1}{2}``, ``(3, 4)``, ``[2, 5)``, ``\\{1, 2\\}``, ``2^{10}``; for a label also a word or
 short phrase, ``Evelyn``); otherwise the last stretch of mathematics in the prose (``we get
-2\\sqrt{3}.`` -> ``2\\sqrt{3}``): the *fallback* (:mod:`corl.builtin.tasks.fallback`), which
+2\\sqrt{3}.`` -> ``2\\sqrt{3}``; of a completion, only where it ends on it as a result: not a list of
+options, a supposition, ...): the *fallback* (:mod:`corl.builtin.tasks.fallback`), which
 :func:`extract_label_path` names so that a data set's doubtful labels can be reported. Plain numbers
 take an exact fast path; anything else must parse with math-verify. A number's units and currency go
 (``42 dollars``, ``USD 42``, ``€42``: ``42``); a percent stays for math-verify, which takes ``42%``
@@ -25,7 +26,7 @@ import functools
 import re
 from fractions import Fraction
 
-from corl.builtin.tasks.fallback import MATHS, cut_off, last_equation_side, last_maths
+from corl.builtin.tasks.fallback import MATHS, cut_off, last_equation_side, last_maths, states_no_result
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _BOXED_BARE = re.compile(r"\\boxed +([^\s$]+)")  # MATH sometimes writes \boxed 5
@@ -272,6 +273,8 @@ def _extract(text: str, words: bool, seconds: int | None) -> tuple[str | None, s
         side = last_equation_side(whole)
         answer = _confirmed(side, seconds)
         return answer, (None if answer is None else "whole" if answer == side else "fallback")
+    if not words and states_no_result(rest):
+        return None, None
     span = last_maths(rest)
     answer = _confirmed(_clean(span), seconds) if span else None
     return answer, (None if answer is None else "fallback")

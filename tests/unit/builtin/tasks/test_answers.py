@@ -338,3 +338,34 @@ def test_a_number_stated_with_units_and_a_clause_is_read(text, answer):
 ])
 def test_a_completion_cut_off_while_working_states_no_answer(text, answer):
     assert extract_answer(text) == answer
+
+
+@pytest.mark.parametrize("text, answer", [
+    # a list: options, steps or questions of its own, or different bare answers a line each
+    ("a. 12.\nb. 18.\nc. 24.\n", None),
+    ("a) 3,933 girls\nb) 3,943 boys\n", None),
+    ("1. Omar has 40 dollars.\n2. He earns 2 dollars. So, 2 * 40 = 80 dollars in total.\n3. Omar earns 2 dollars.", None),
+    ("1. Find the sides.\n2. Find the area.\n3.", None),
+    ("Answers:\n2\n1\n(40, 3)", None),
+    ("1. Maya has 5 apples.\n2. She picks 3 more.\n3. So she has 5 + 3 = 8 apples.", "8"),  # its last item concludes
+    ("(a) 4 + 4 = 8", "8"),
+    # the completion goes on past the statement that holds its last number
+    ('Find it in the puzzle "A pen costs 3 dollars. How much does a pen cost?" in a conversation with you.', None),
+    ("Total apples: 12 apples\nMaya's original apples = 4\nBy dividing them, Maya has an additional apple.", None),
+    ("She has 50 - 18 = 6 dollars remaining. This is the answer.", "6"),  # only pointing back at it
+    ("She has 12 + 5 = 17 apples. I hope it helps!", "17"),  # a courtesy
+    ("She has 17 apples.\n\nLet me know if you have questions.", "17"),
+    # a supposition that concludes nothing
+    ("If there are 5 boxes, there are 6 eggs in 1 box.", None),
+    ("If we add a box of 5 eggs, that would add 1.5 boxes, and the question is about boxes.", None),
+    ("If we add 10 and 11, we get 21.", "21"),
+    ("If she has 4 bags, 4 * 3 = 12 apples.", "12"),
+    # a side remark relating two quantities
+    ("The farmer has 4 more eggs than the average, which is 45% of the total eggs.", None),
+    ("These 85 eggs are the same, which is 5 times more than the previous morning.", None),
+    ("She has 12 + 5, which is 17 apples.", "17"),  # a quantity, not a relation
+    ("Sara has 3 more apples than Tom.", "3"),  # no side remark
+    ("So 45% of the eggs are kept.", "45%"),
+])
+def test_the_fallback_reads_only_a_result_the_completion_ends_on(text, answer):
+    assert extract_answer(text) == answer
