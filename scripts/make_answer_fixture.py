@@ -57,7 +57,7 @@ OVERRIDES: dict[str, str | None] = {
     "gemma3-zero_shot-4": "6, 8, 10, 12, 14, 16",  # "<strong>Answer</strong>: 6, 8, 10, ...": a list is stated
     "gemma3-zero_shot-56": "D",  # "<strong>Answer:</strong>\n\n<strong>D</strong>": the choice it made up
     # Finished texts without a marker whose last number a person does not read as an answer (rule 2's
-    # flexible reading, and the extractor's fallback, take it all the same: the test lists them):
+    # flexible reading takes it all the same; the extractor's fallback reads none, by its general rules):
     "smollm2-chat-25": None,  # "... would add 1.5 boxes, and the original question is about the number of boxes"
     "smollm2-chat-31": None,  # "... the same amount as the night before, which is 5 times more than ..."
     "smollm2-chat-52": None,  # "If there are 5 boxes, there are 6 eggs in 1 box."

@@ -2,5 +2,6 @@
 sums written least-significant digit first), ``arithmetic`` (a+b and a*b+c), ``word_problems``,
 ``drills``, ``jsonl`` (your data files), ``expressions`` / ``python_functions`` (code, voted on by
 behaviour in :mod:`corl.sandbox`), ``shapes`` (rendered images). :mod:`.splits` cuts the seed /
-train / eval splits of every generated task; :mod:`.answers` extracts and compares answers
-(math-verify for math); :mod:`.code` is the code tasks' verifier."""
+train / eval splits of every generated task; :mod:`.extract` finds answers in completions and labels
+(:mod:`.fallback` where no marker names one), :mod:`.verifiers` compares them (math-verify for math);
+:mod:`.code` is the code tasks' verifier."""

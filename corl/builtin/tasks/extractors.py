@@ -1,6 +1,6 @@
 """How a data-file task reads answers from completions, named by its ``answers`` key.
 
-* ``math``: :class:`~corl.builtin.tasks.answers.MathVerifier`, every format a benchmark states an
+* ``math``: :class:`~corl.builtin.tasks.verifiers.MathVerifier`, every format a benchmark states an
   answer in (``<answer>`` tags, ``\\boxed{}``, ``#### N``, "The answer is", the answer alone, the
   last mathematics in the text), compared with math-verify;
 * ``integer``: the whole completion is an integer (the tiny zoo models);
@@ -18,7 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Hashable
 
-from corl.builtin.tasks.answers import IntegerVerifier, MathVerifier, extract_label
+from corl.builtin.tasks.extract import extract_label
+from corl.builtin.tasks.verifiers import IntegerVerifier, MathVerifier
 
 _TAG_NAME = re.compile(r"[A-Za-z_][\w.-]*")
 HELP = ("how answers are read from completions: math (<answer> tags, \\boxed{}, '#### N', 'The answer is', else the "

@@ -13,8 +13,8 @@ from typing import Literal
 
 import attrs
 
-from corl.builtin.tasks.answers import IntegerVerifier
 from corl.builtin.tasks.splits import drawn_splits, missing_sized_split
+from corl.builtin.tasks.verifiers import IntegerVerifier
 from corl.hookspecs import hookimpl
 from corl.types import Prompt
 

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import attrs
 
-from corl.builtin.tasks.answers import _NUMBER, MathVerifier, _clean, _rational, extract_answer
+from corl.builtin.tasks.extract import _NUMBER, _clean, _rational, extract_answer
 from corl.builtin.tasks.splits import cut_pool, missing_sized_split, sizes
+from corl.builtin.tasks.verifiers import MathVerifier
 from corl.errors import ConfigError
 from corl.hookspecs import hookimpl
 from corl.types import Prompt
@@ -114,7 +115,7 @@ def export_jsonl(path: str | Path, problems) -> None:
 
 
 class NumberVerifier(MathVerifier):
-    """Numeric answers: what :func:`~corl.builtin.tasks.answers.extract_answer` finds (which reads "Answer: 42
+    """Numeric answers: what :func:`~corl.builtin.tasks.extract.extract_answer` finds (which reads "Answer: 42
     pens, since 12+30 is 42" as 42 already), an equation as its last side ("14 + 17 = 31" -> 31), else cut to
     its first number; compared with math-verify."""
 

@@ -4,7 +4,7 @@ unmeasured step."""
 
 import json
 
-from corl.builtin.tasks.answers import IntegerVerifier
+from corl.builtin.tasks.verifiers import IntegerVerifier
 from corl.runtime.health import PATIENCE, Health
 from corl.runtime.metrics import merge_ranks, vote_metrics
 from corl.types import PseudoLabel, Vote

@@ -2,8 +2,9 @@ import threading
 
 import pytest
 
-from corl.builtin.tasks import answers
-from corl.builtin.tasks.answers import IntegerVerifier, MathVerifier, extract_answer, extract_label
+from corl.builtin.tasks import extract, verifiers
+from corl.builtin.tasks.extract import extract_answer, extract_label
+from corl.builtin.tasks.verifiers import IntegerVerifier, MathVerifier
 from corl.protocols import AnswerVerifier
 from corl.runtime.verify import BoundedVerifier
 
@@ -191,7 +192,8 @@ def test_plain_numbers_never_call_math_verify(monkeypatch):
     def refuse(*args):
         raise AssertionError("math-verify called on a plain number")
 
-    monkeypatch.setattr(answers, "_parse", refuse)
+    monkeypatch.setattr(extract, "_parse", refuse)
+    monkeypatch.setattr(verifiers, "_parse", refuse)
     for text in ["I had 3 apples and 4.5 pears, so -12", "#### 1,234", r"\boxed{\frac{1}{2}}", "so 3/4 of it", "72"]:
         assert extract_answer(text) is not None
     assert V.equivalent("0.5", r"\frac{1}{2}") and not V.equivalent("1/3", "0.33")
@@ -248,10 +250,10 @@ def test_non_answers_are_never_answers_or_labels(text):
     ("I do not know 5 things", "fallback"),
 ])
 def test_each_label_says_how_it_was_found(text, path):
-    label, found = answers.extract_label_path(text)
-    assert label is not None and found == path and found in answers.PATHS
-    assert answers.extract_label_path("N/A") == (None, "none") == answers.extract_label_path(r"\boxed{N/A}")
-    assert answers.extract_label_path("))") == (None, None)
+    label, found = extract.extract_label_path(text)
+    assert label is not None and found == path and found in extract.PATHS
+    assert extract.extract_label_path("N/A") == (None, "none") == extract.extract_label_path(r"\boxed{N/A}")
+    assert extract.extract_label_path("))") == (None, None)
 
 
 def test_tag_and_regex_extractors_read_only_their_place():
@@ -335,4 +337,35 @@ def test_a_number_stated_with_units_and_a_clause_is_read(text, answer):
     ("46 - 12 = 34. Number of passengers: 34\n\n", "34"),  # a line it ended (before a stop string): finished
 ])
 def test_a_completion_cut_off_while_working_states_no_answer(text, answer):
+    assert extract_answer(text) == answer
+
+
+@pytest.mark.parametrize("text, answer", [
+    # a list: options, steps or questions of its own, or different bare answers a line each
+    ("a. 12.\nb. 18.\nc. 24.\n", None),
+    ("a) 3,933 girls\nb) 3,943 boys\n", None),
+    ("1. Omar has 40 dollars.\n2. He earns 2 dollars. So, 2 * 40 = 80 dollars in total.\n3. Omar earns 2 dollars.", None),
+    ("1. Find the sides.\n2. Find the area.\n3.", None),
+    ("Answers:\n2\n1\n(40, 3)", None),
+    ("1. Maya has 5 apples.\n2. She picks 3 more.\n3. So she has 5 + 3 = 8 apples.", "8"),  # its last item concludes
+    ("(a) 4 + 4 = 8", "8"),
+    # the completion goes on past the statement that holds its last number
+    ('Find it in the puzzle "A pen costs 3 dollars. How much does a pen cost?" in a conversation with you.', None),
+    ("Total apples: 12 apples\nMaya's original apples = 4\nBy dividing them, Maya has an additional apple.", None),
+    ("She has 50 - 18 = 6 dollars remaining. This is the answer.", "6"),  # only pointing back at it
+    ("She has 12 + 5 = 17 apples. I hope it helps!", "17"),  # a courtesy
+    ("She has 17 apples.\n\nLet me know if you have questions.", "17"),
+    # a supposition that concludes nothing
+    ("If there are 5 boxes, there are 6 eggs in 1 box.", None),
+    ("If we add a box of 5 eggs, that would add 1.5 boxes, and the question is about boxes.", None),
+    ("If we add 10 and 11, we get 21.", "21"),
+    ("If she has 4 bags, 4 * 3 = 12 apples.", "12"),
+    # a side remark relating two quantities
+    ("The farmer has 4 more eggs than the average, which is 45% of the total eggs.", None),
+    ("These 85 eggs are the same, which is 5 times more than the previous morning.", None),
+    ("She has 12 + 5, which is 17 apples.", "17"),  # a quantity, not a relation
+    ("Sara has 3 more apples than Tom.", "3"),  # no side remark
+    ("So 45% of the eggs are kept.", "45%"),
+])
+def test_the_fallback_reads_only_a_result_the_completion_ends_on(text, answer):
     assert extract_answer(text) == answer

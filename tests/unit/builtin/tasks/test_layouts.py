@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from corl.builtin.tasks.answers import MathVerifier
 from corl.builtin.tasks.data import DataConfig, DataTask
+from corl.builtin.tasks.verifiers import MathVerifier
 from corl.context import Context
 from corl.errors import CorlError
 from corl.plugins import build_registry, make_plugin_manager

@@ -9,7 +9,8 @@ from collections import Counter
 
 import pytest
 
-from corl.builtin.tasks.answers import MathVerifier, _rational
+from corl.builtin.tasks.extract import _extract, _rational
+from corl.builtin.tasks.verifiers import MathVerifier
 from corl.builtin.tasks.word_problems import NumberVerifier
 from tests.kit import ROOT
 
@@ -25,29 +26,17 @@ def test_the_fixture_is_real_completions_of_both_models():
     assert any("<number>" in row["completion"] for row in ROWS)  # echoed instructions among them
 
 
-# Finished completions without any marker whose last number a person does not read as their answer (a
-# list of options, a restated fact): the documented fallback (the last mathematics of the text) reads it.
-# Known and counted, so that a change to the fallback shows here either way.
-FALLBACK_MISREADS = {"smollm2-chat-25", "smollm2-chat-31", "smollm2-chat-52", "smollm2-chat-62", "smollm2-chat-73",
-                     "smollm2-chat-93", "smollm2-chat-119", "gemma3-zero_shot-8", "gemma3-zero_shot-16",
-                     "gemma3-zero_shot-55", "gemma3-zero_shot-62"}
-
-
 @pytest.mark.parametrize("verifier", [V, WORDS], ids=["math", "word_problems"])
 def test_the_extractor_reads_what_a_person_reads(verifier):
-    wrong, misread = [], set()
+    wrong = []
     for row in ROWS:
         if verifier is WORDS and row["reads"] is not None and _rational(row["reads"]) is None:
             continue  # the word problems' verifier reads a number: the first of a list ("6, 8, 10")
         found, reads = verifier.extract(row["completion"]), row["reads"]
         if reads is None and found is None or reads is not None and found is not None and V.equivalent(found, reads):
             continue
-        if reads is None and row["id"] in FALLBACK_MISREADS:
-            misread.add(row["id"])
-            continue
         wrong.append(f"{row['id']}: reads {reads!r}, extracted {found!r}: ...{row['completion'][-120:]!r}")
     assert not wrong, "\n".join(wrong)
-    assert misread == FALLBACK_MISREADS
 
 
 def test_non_answers_never_agree_and_right_answers_score():
@@ -56,4 +45,11 @@ def test_non_answers_never_agree_and_right_answers_score():
     right = sum(a is not None and V.equivalent(a, row["label"]) for a, row in zip(answers, ROWS))
     assert right == sum(row["reads"] is not None and V.equivalent(row["reads"], row["label"]) for row in ROWS) >= 10
     stated = [a for a in answers if a is not None]
-    assert len(stated) - len(FALLBACK_MISREADS) == sum(row["reads"] is not None for row in ROWS)
+    assert len(stated) == sum(row["reads"] is not None for row in ROWS)
+
+
+def test_the_fallback_still_reads_finished_completions_without_a_marker():
+    # the fallback's vetoes (a list, a statement after the number, a supposition, a side remark) are not
+    # "never read an unmarked completion": where a person reads its last number, the fallback reads it
+    paths = Counter(_extract(row["completion"], False, 2)[1] for row in ROWS if row["reads"] is not None)
+    assert paths["fallback"] >= 20

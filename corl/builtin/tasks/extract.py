@@ -1,7 +1,5 @@
-"""(Over 300 lines: extraction and comparison share one notion of what an answer is; read together.)
-
-Final answers in free-form completions and in data sets' answer fields: find them the way
-benchmarks state them, and compare them.
+"""Final answers in free-form completions and in data sets' answer fields: find them the way
+benchmarks state them.
 
 ``extract_answer`` (a completion) and ``extract_label`` (a data set's answer field) read the text
 after a reasoning model's last ``</think>`` (when anything follows it), then try, in order: the
@@ -9,28 +7,26 @@ last ``<answer>...</answer>``, the last ``\\boxed{...}`` / ``\\fbox{...}``, GSM8
 "The answer is ..." / "Answer: ...". Without any marker, a text that is an answer on its own is taken whole (MATH-500's
 ``\\frac{1}{2}``, ``(3, 4)``, ``[2, 5)``, ``\\{1, 2\\}``, ``2^{10}``; for a label also a word or
 short phrase, ``Evelyn``); otherwise the last stretch of mathematics in the prose (``we get
-2\\sqrt{3}.`` -> ``2\\sqrt{3}``): the *fallback*, which :func:`extract_label_path` names so that a
-data set's doubtful labels can be reported. Plain numbers take an exact fast path; anything else
-must parse with math-verify. A number's units and currency go (``42 dollars``, ``USD 42``, ``€42``:
-``42``); a percent stays for math-verify, which takes ``42%`` as 42 and as 0.42. Non-answers
-(``N/A``, ``I do not know``, ``See solution``) are never answers or labels; nor are markup and
-placeholders after a marker (``Answer: </strong>``, an echoed ``Answer: <number>``) or, in a
-completion, a word alone (``Answer: the``): an earlier marker or the fallback is read instead. A
-completion without a marker that stops mid-sentence after a finished one was cut off while working:
-no answer (the fallback would read the last number of its working). A
-marker's number followed by units or a clause is that number (``Answer: 21 (as Bob gave away 4
-stickers)`` -> ``21``; :func:`_stated`). ``MathVerifier``
-compares answers: exact strings, exact rationals, text answers as words, then math-verify
-(symbolic, slow, time-bounded).
+2\\sqrt{3}.`` -> ``2\\sqrt{3}``; of a completion, only where it ends on it as a result: not a list of
+options, a supposition, ...): the *fallback* (:mod:`corl.builtin.tasks.fallback`), which
+:func:`extract_label_path` names so that a data set's doubtful labels can be reported. Plain numbers
+take an exact fast path; anything else must parse with math-verify. A number's units and currency go
+(``42 dollars``, ``USD 42``, ``€42``: ``42``); a percent stays for math-verify, which takes ``42%``
+as 42 and as 0.42. Non-answers (``N/A``, ``I do not know``, ``See solution``) are never answers or
+labels; nor are markup and placeholders after a marker (``Answer: </strong>``, an echoed ``Answer:
+<number>``) or, in a completion, a word alone (``Answer: the``): an earlier marker or the fallback is
+read instead. A marker's number followed by units or a clause is that number (``Answer: 21 (as Bob
+gave away 4 stickers)`` -> ``21``; :func:`_stated`). Comparing answers is
+:mod:`corl.builtin.tasks.verifiers`'.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-import threading
-from collections.abc import Hashable
 from fractions import Fraction
+
+from corl.builtin.tasks.fallback import MATHS, cut_off, last_equation_side, last_maths, states_no_result
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _BOXED_BARE = re.compile(r"\\boxed +([^\s$]+)")  # MATH sometimes writes \boxed 5
@@ -50,14 +46,11 @@ _DECIMAL = re.compile(r"-?(?:\d+\.?\d*|\.\d+)")
 _SLASH = re.compile(r"(-?\d+)/(\d+)")
 _FRAC = re.compile(r"(-?)\\[dt]?frac\s*(?:\{\s*(-?\d+)\s*\}|(\d))\s*(?:\{\s*(-?\d+)\s*\}|(\d))")
 _DELIMITED = re.compile(r"\\\((.*)\\\)|\\\[(.*)\\\]", re.DOTALL)  # \( ... \) and \[ ... \] around a whole answer
-_CALCULATOR = re.compile(r"<<[^<>]*>>")  # GSM8K's calculator notes: 48/2 = <<48/2=24>>24
 # What is not prose in an answer: LaTeX commands (with a word argument: \begin{pmatrix}) and \text{} groups.
 _COMMAND = re.compile(r"\\(?:text\w*|mbox|mathrm|operatorname)\s*\{[^{}]*\}|\\[A-Za-z]+(?:\{[A-Za-z*]+\})?")
 _WORD = re.compile(r"[A-Za-z]{2,}")
 # A text answer: a word or a few, no digits or mathematics ("Evelyn", "New York").
 _PHRASE = re.compile(r"[A-Za-z][A-Za-z'-]*(?: [A-Za-z][A-Za-z'-]*){0,5}")
-_PROSE_WORD = re.compile(r"[A-Za-z]+(?:['-][A-Za-z]+)*")
-_MATHS = re.compile(r"[\d\\=+\-*/^_<>|()\[\]{}]")
 _THINK_END = re.compile(r"</think\s*>", re.IGNORECASE)
 _ANSWER_TAG = re.compile(r"<answer\s*>(.*?)</answer\s*>", re.IGNORECASE | re.DOTALL)
 _ANSWER_OPEN = re.compile(r"<answer\s*>", re.IGNORECASE)
@@ -93,7 +86,6 @@ _EXPLAINS = re.compile(r"\s*(?:\(|\[|;|,?\s+(?:because|since|as|which|given|from
 NON_ANSWERS = {"n/a", "na", "none given", "no answer", "not applicable", "unknown", "unanswerable", "i do not know",
                "i don't know", "i dont know", "idk", "see solution", "see the solution", "see above", "see below",
                "see explanation", "tbd", "?", "-", "--", "..."}
-_ENGLISH_LETTERS = ("a", "A", "I")  # one-letter chunks of prose that are words, not variables
 
 
 def _braced(text: str, start: int) -> str | None:
@@ -198,73 +190,6 @@ def _is_answer_alone(s: str, words: bool) -> bool:
     return words and _PHRASE.fullmatch(s) is not None
 
 
-def _chunks(text: str) -> list[str]:
-    """``text`` split at white space outside braces (``\\text{ square units}`` stays one chunk)."""
-    out, depth, start = [], 0, 0
-    for i, c in enumerate(text):
-        if c in "{}" and i and text[i - 1] == "\\":
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth = max(depth - 1, 0)
-        elif c.isspace() and depth == 0:
-            if i > start:
-                out.append(text[start:i])
-            start = i + 1
-    if start < len(text):
-        out.append(text[start:])
-    return out
-
-
-def _is_maths(chunk: str) -> bool:
-    bare = chunk.strip(".,;:!?\"'*")
-    if not bare or _PROSE_WORD.fullmatch(bare) and (len(bare) > 1 or bare in _ENGLISH_LETTERS):
-        return False  # a word ("pears,", "(see" is handled below), or "a" / "I"
-    if len(bare) == 1 and bare.isalpha():
-        return True  # a variable: "so x"
-    stripped = bare.strip("()[]")
-    if _PROSE_WORD.fullmatch(stripped) and len(stripped) > 1:
-        return False  # "(see", "[sic]"
-    return bool(_MATHS.search(bare))
-
-
-def _balanced(span: str) -> str:
-    """Drop brackets the span cut in half ("(so 5)" -> "5"); intervals pair ( with ] and stay."""
-    opening = lambda s: s.count("(") + s.count("[")  # noqa: E731
-    closing = lambda s: s.count(")") + s.count("]")  # noqa: E731
-    while span and span[-1] in ")]" and closing(span) > opening(span):
-        span = span[:-1].rstrip()
-    while span and span[0] in "([" and opening(span) > closing(span):
-        span = span[1:].lstrip()
-    return span
-
-
-def _last_equation_side(span: str) -> str:
-    """After the last ``=`` (``12 - 0.25 = 11.75`` -> ``11.75``), as math-verify reads an equation
-    chain; a list of assignments (``a=1, b=2``) stays whole."""
-    if "," in span or ";" in span:
-        return span
-    parts = re.split(r"(?<![\\<>!])=", span)
-    return parts[-1].strip() if len(parts) > 1 and parts[-1].strip() else span
-
-
-def _last_maths(text: str) -> str | None:
-    """The last stretch of mathematics in prose: trailing words skipped, then chunks collected
-    back to the first word ("in all 1,234 marbles" -> "1,234"; "we get 2\\sqrt{3}." -> "2\\sqrt{3}")."""
-    chunks = _chunks(_CALCULATOR.sub(" ", text))
-    end = len(chunks)
-    while end and not _is_maths(chunks[end - 1]):
-        end -= 1
-    start = end
-    while start and _is_maths(chunks[start - 1]):
-        start -= 1
-    if start == end:
-        return None
-    span = " ".join(chunks[start:end]).strip().rstrip(".,;:!?").strip()
-    return _last_equation_side(_balanced(span)) or None
-
-
 def _parses(answer: str, seconds: int | None) -> bool:
     """math-verify reads ``answer`` as mathematics (a sympy object, not only its string fallback)."""
     return any(not isinstance(x, str) for x in _parse(answer, seconds))
@@ -305,28 +230,15 @@ def _stated(candidate: str, words: bool, seconds: int | None) -> str | None:
     if _rational(answer) is not None or (words or explicit_text) and _is_answer_alone(answer, True):
         return answer
     words_in = _WORD.findall(_COMMAND.sub(" ", answer))
-    maths_words = _MATHS.search(answer) and all(w.lower() in _MATH_WORDS for w in words_in)  # "2 pi"
+    maths_words = MATHS.search(answer) and all(w.lower() in _MATH_WORDS for w in words_in)  # "2 pi"
     if (maths_words or _is_answer_alone(answer, False)) and _parses(answer, seconds):
         return answer
     lead = _LEADING.match(bare.replace("\\$", "$").replace("**", ""))
     if lead and not _CONTINUES.match(lead.group("rest")):
         return _clean(lead.group("number"))
     claim = bare[:m.start()] if (m := _EXPLAINS.search(bare)) and _NUMBER.search(bare[:m.start()]) else bare
-    span = _last_maths(claim)
+    span = last_maths(claim)
     return _confirmed(_clean(span), seconds) if span else None
-
-
-# a finished sentence (closing bold "**21**" too, not a dangling "2 *"), or a finished line
-_ENDS = re.compile(r"(?:[.!?)\]}\"'$`]|(?<=\S)\*)[ \t]*$|\n\s*$")
-_BREAK = re.compile(r"[.!?](?:\s|$)|\n")
-
-
-def _cut_off(text: str) -> bool:
-    """A completion that stops mid-sentence after a sentence it finished: cut off by the token limit
-    while still working (``... = 24 passengers.\n\nTherefore``). Without a marker it states no answer,
-    and the last number of its working is none. A line it ended (``Passengers: 34\n``, before a stop
-    string) is finished, and one unfinished line (``so -12``) is a short answer."""
-    return bool(text.strip()) and not _ENDS.search(text) and _BREAK.search(text.strip()) is not None
 
 
 def _extract(text: str, words: bool, seconds: int | None) -> tuple[str | None, str | None]:
@@ -350,7 +262,7 @@ def _extract(text: str, words: bool, seconds: int | None) -> tuple[str | None, s
         answer = _stated(candidate, words, seconds)
         if answer:
             return answer, path
-    if not words and _cut_off(rest):
+    if not words and cut_off(rest):
         return None, None
     whole = _clean(rest)
     if not found and _is_answer_alone(whole, words):
@@ -358,10 +270,12 @@ def _extract(text: str, words: bool, seconds: int | None) -> tuple[str | None, s
             return (None, "none") if is_non_answer(whole) else (whole, "whole")  # a text answer ("Evelyn")
         if words:
             return whole, "whole"
-        side = _last_equation_side(whole)
+        side = last_equation_side(whole)
         answer = _confirmed(side, seconds)
         return answer, (None if answer is None else "whole" if answer == side else "fallback")
-    span = _last_maths(rest)
+    if not words and states_no_result(rest):
+        return None, None
+    span = last_maths(rest)
     answer = _confirmed(_clean(span), seconds) if span else None
     return answer, (None if answer is None else "fallback")
 
@@ -404,71 +318,6 @@ def _rational(s: str) -> Fraction | None:
         return None
 
 
-def _words(s: str) -> str | None:
-    """A text answer's words, case and spacing aside (``Evelyn``, ``New York``), or None for
-    mathematics; one letter is a variable or a choice, left to math-verify."""
-    s = " ".join(s.split())
-    return s.casefold() if _PHRASE.fullmatch(s) and _WORD.search(s) else None
-
-
-class MathVerifier:
-    """Answers of math problems: ``1/2``, ``0.5`` and ``\\frac{1}{2}`` are one answer.
-
-    ``equivalent(answer, reference)`` reads ``b`` as the reference (math-verify is not symmetric
-    for equations: ``x=5`` matches the reference ``5``).
-    """
-
-    # math-verify simplifies with sympy, so corl puts its time bound around us. math-verify's own
-    # SIGALRM timeouts take over that timer during each of its calls (and end it): the effective
-    # bound of one extraction or comparison is ``timeout`` per parse and per verify.
-    bounded = False
-
-    def __init__(self, timeout: int = 2):
-        # Imported now, not at module import (sympy costs every CLI call ~0.4 s) nor on first use,
-        # where corl's time bound could interrupt the import halfway.
-        import math_verify  # noqa: F401
-
-        self.timeout = timeout  # seconds per math-verify parse / comparison (whole seconds: signal.alarm)
-
-    def _seconds(self) -> int | None:
-        # math-verify's timeouts use SIGALRM, which only the main thread may set.
-        return self.timeout if threading.current_thread() is threading.main_thread() else None
-
-    def extract(self, text: str) -> Hashable | None:
-        return extract_answer(text, self._seconds())
-
-    def label(self, text: str) -> Hashable | None:
-        """A data set's reference answer (:func:`extract_label`)."""
-        return extract_label(text, self._seconds())
-
-    def label_path(self, text: str) -> tuple[Hashable | None, str | None]:
-        """The reference answer and how it was found (:func:`extract_label_path`)."""
-        return extract_label_path(text, self._seconds())
-
-    def equivalent(self, a: Hashable, b: Hashable) -> bool:
-        if a is None or b is None:  # no answer agrees with nothing, also not with another non-answer
-            return False
-        if a == b:
-            return True
-        a, b = str(a), str(b)
-        ra, rb = _rational(a), _rational(b)
-        if ra is not None and rb is not None:  # two numbers: exact, and decisive (0.33 is not 1/3)
-            return ra == rb
-        wa, wb = _words(a), _words(b)
-        if wa is not None or wb is not None:  # to sympy, "Evelyn" is a product of six symbols
-            return wa == wb
-        return self._symbolic(a, b)
-
-    def _symbolic(self, a: str, b: str) -> bool:
-        seconds = self._seconds()
-        try:
-            from math_verify import verify
-
-            pa, pb = _parse(a, seconds), _parse(b, seconds)
-            return bool(pa and pb and verify(pb, pa, timeout_seconds=seconds, raise_on_error=False))
-        except Exception:  # a malformed answer is not equal to anything
-            return False
-
 
 @functools.lru_cache(maxsize=8192)
 def _parse(answer: str, seconds: int | None) -> list:
@@ -479,27 +328,3 @@ def _parse(answer: str, seconds: int | None) -> list:
         return parse(f"${answer}$", parsing_timeout=seconds, raise_on_error=False)
     except Exception:
         return []
-
-
-_INT = re.compile(r"\s*(-?\d+)\s*")
-
-
-class IntegerVerifier:
-    """Answers are integers and the whole completion must be the number: what the tiny
-    char-level zoo models answer (anything else has not answered)."""
-
-    bounded = True  # a regex over a short string: no time bound needed
-
-    def extract(self, text: str) -> Hashable | None:
-        m = _INT.fullmatch(text)
-        return int(m.group(1)) if m else None
-
-    def label(self, text: str) -> Hashable | None:
-        return self.extract(text)
-
-    def label_path(self, text: str) -> tuple[Hashable | None, str | None]:
-        label = self.extract(text)
-        return label, None if label is None else "whole"
-
-    def equivalent(self, a: Hashable, b: Hashable) -> bool:
-        return a == b
