@@ -16,11 +16,11 @@ from typing import Literal
 
 import attrs
 
-from corl.builtin.tasks.splits import cut_pool, missing_sized_split, sizes
+from corl.builtin.tasks.generated import GeneratedTask, instructed
+from corl.builtin.tasks.splits import Splits, cut_pool, sizes
 from corl.builtin.tasks.word_problems import NumberVerifier, _instruction, export_jsonl
 from corl.errors import ConfigError
 from corl.hookspecs import hookimpl
-from corl.types import Prompt
 
 v = attrs.validators
 Form = Literal["add0", "add1", "add", "add3d", "sub", "mul", "sum3", "max", "max2", "next", "count", "word"]
@@ -141,26 +141,23 @@ class DrillsConfig:
     seed: int = attrs.field(default=1234, metadata={"help": "generator seed: which problems fall in which split"})
 
 
-class DrillsTask:
+class DrillsTask(GeneratedTask):
     """Disjoint seed / train / eval splits of generated drills; numeric answers compared with math-verify."""
 
-    missing_split = staticmethod(missing_sized_split)  # a trait (corl.traits.TaskTraits)
+    name, Config = "drills", DrillsConfig
+    help = "generated number drills (arithmetic forms, largest of a list, counting), exact integer answers"
 
-    def __init__(self, config: DrillsConfig, ctx=None):
-        self.verifier = NumberVerifier()
+    def make_verifier(self, config: DrillsConfig) -> NumberVerifier:
+        return NumberVerifier()
+
+    def make_splits(self, config: DrillsConfig) -> Splits:
         pool = generate(sum(sizes(config).values()), config.seed, config.forms)
-        suffix = f" {config.instruction}" if config.instruction else ""
-        self._splits = cut_pool(config, pool, lambda id, problem: Prompt(id=id, text=problem[0] + suffix,
-                                                                         label=str(problem[1])))
-
-    def split(self, name: str) -> tuple[Prompt, ...]:
-        return self._splits[name]
+        return cut_pool(config, pool, lambda id, problem: instructed(id, problem, config.instruction))
 
 
 @hookimpl
 def corl_register_components(registry):
-    registry.add("task", "drills", DrillsTask, DrillsConfig,
-                 help="generated number drills (arithmetic forms, largest of a list, counting), exact integer answers")
+    DrillsTask.register(registry)
 
 
 def main(argv=None) -> None:

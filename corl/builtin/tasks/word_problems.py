@@ -17,10 +17,10 @@ from pathlib import Path
 import attrs
 
 from corl.builtin.tasks.answers import _NUMBER, MathVerifier, _clean, _rational, extract_answer
-from corl.builtin.tasks.splits import cut_pool, missing_sized_split, sizes
+from corl.builtin.tasks.generated import GeneratedTask, instructed
+from corl.builtin.tasks.splits import Splits, cut_pool, sizes
 from corl.errors import ConfigError
 from corl.hookspecs import hookimpl
-from corl.types import Prompt
 
 v = attrs.validators
 
@@ -152,26 +152,23 @@ class WordProblemsConfig:
             raise ValueError(f"min_ops ({self.min_ops}) exceeds max_ops ({self.max_ops})")
 
 
-class WordProblemsTask:
+class WordProblemsTask(GeneratedTask):
     """Disjoint seed / train / eval splits of generated word problems; math-verify answers."""
 
-    missing_split = staticmethod(missing_sized_split)  # a trait (corl.traits.TaskTraits)
+    name, Config = "word_problems", WordProblemsConfig
+    help = "generated arithmetic word problems (1-4 operations), free-text answers via math-verify"
 
-    def __init__(self, config: WordProblemsConfig, ctx=None):
-        self.verifier = NumberVerifier()
+    def make_verifier(self, config: WordProblemsConfig) -> NumberVerifier:
+        return NumberVerifier()
+
+    def make_splits(self, config: WordProblemsConfig) -> Splits:
         pool = generate(sum(sizes(config).values()), config.seed, config.min_ops, config.max_ops)
-        suffix = f" {config.instruction}" if config.instruction else ""
-        self._splits = cut_pool(config, pool, lambda id, problem: Prompt(id=id, text=problem[0] + suffix,
-                                                                         label=str(problem[1])))
-
-    def split(self, name: str) -> tuple[Prompt, ...]:
-        return self._splits[name]
+        return cut_pool(config, pool, lambda id, problem: instructed(id, problem, config.instruction))
 
 
 @hookimpl
 def corl_register_components(registry):
-    registry.add("task", "word_problems", WordProblemsTask, WordProblemsConfig,
-                 help="generated arithmetic word problems (1-4 operations), free-text answers via math-verify")
+    WordProblemsTask.register(registry)
 
 
 def main(argv=None) -> None:
