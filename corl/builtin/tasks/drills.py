@@ -4,13 +4,12 @@ of a list, counting), generated with exact integer answers.
 Made to find a task that small pretrained models (SmolLM2-135M-Instruct, Gemma 3 270M) solve part
 of the time: Co-RL needs bases that are right often enough for a majority to carry signal, yet not
 always (docs/how-to/real-models.md has the screen of every form on both models). Answers are read from free
-text as in ``word_problems`` ("Answer: 42", the last number, ...). ``python -m corl.builtin.tasks.drills
-OUT.jsonl --forms add,mul`` exports problems to inspect (fields ``question`` / ``answer``).
+text as in ``word_problems`` ("Answer: 42", the last number, ...). ``corl data generate drills OUT --set
+'forms=["add", "mul"]'`` writes the splits as data files to inspect (fields ``question`` / ``answer``).
 """
 
 from __future__ import annotations
 
-import argparse
 import random
 from typing import Literal
 
@@ -18,7 +17,7 @@ import attrs
 
 from corl.builtin.tasks.generated import GeneratedTask, instructed
 from corl.builtin.tasks.splits import Splits, cut_pool, sizes
-from corl.builtin.tasks.word_problems import NumberVerifier, _instruction, export_jsonl
+from corl.builtin.tasks.word_problems import NumberVerifier, _instruction
 from corl.errors import ConfigError
 from corl.hookspecs import hookimpl
 
@@ -158,23 +157,3 @@ class DrillsTask(GeneratedTask):
 @hookimpl
 def corl_register_components(registry):
     DrillsTask.register(registry)
-
-
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m corl.builtin.tasks.drills",
-                                     description="write generated drills as JSONL (question, answer)")
-    parser.add_argument("out")
-    parser.add_argument("--count", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=1234)
-    parser.add_argument("--forms", default="add", help=f"comma-separated, of: {', '.join(FORMS)}")
-    args = parser.parse_args(argv)
-    forms = args.forms.split(",")
-    unknown = [f for f in forms if f not in FORMS]
-    if unknown:
-        parser.error(f"unknown form {unknown[0]!r}; available: {', '.join(FORMS)}")
-    export_jsonl(args.out, generate(args.count, args.seed, forms))
-    print(f"wrote {args.count} drills to {args.out}")
-
-
-if __name__ == "__main__":
-    main()

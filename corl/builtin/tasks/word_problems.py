@@ -3,16 +3,13 @@
 A seeded generator writes short stories of one to four operations (add, subtract, multiply,
 divide exactly) over several templates; answers are read from free text ("Answer: 42",
 "#### 42", ``\\boxed{42}``, the last number) and compared with math-verify, so "42", "42.0" and
-"$42" are one vote. ``python -m corl.builtin.tasks.word_problems OUT.jsonl`` exports problems to inspect
-(or to feed the ``jsonl`` task: fields ``question`` and ``answer``).
+"$42" are one vote. ``corl data generate word_problems OUT`` writes the splits as data files to
+inspect (or to feed the ``jsonl`` task: fields ``question`` and ``answer``).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import random
-from pathlib import Path
 
 import attrs
 
@@ -107,12 +104,6 @@ def generate(count: int, seed: int, min_ops: int = 1, max_ops: int = 4) -> list[
     return out
 
 
-def export_jsonl(path: str | Path, problems) -> None:
-    with Path(path).open("w") as f:
-        for text, answer in problems:
-            f.write(json.dumps({"question": text, "answer": str(answer)}) + "\n")
-
-
 class NumberVerifier(MathVerifier):
     """Numeric answers: what :func:`~corl.builtin.tasks.answers.extract_answer` finds (which reads "Answer: 42
     pens, since 12+30 is 42" as 42 already), an equation as its last side ("14 + 17 = 31" -> 31), else cut to
@@ -169,20 +160,3 @@ class WordProblemsTask(GeneratedTask):
 @hookimpl
 def corl_register_components(registry):
     WordProblemsTask.register(registry)
-
-
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m corl.builtin.tasks.word_problems",
-                                     description="write generated word problems as JSONL (question, answer)")
-    parser.add_argument("out")
-    parser.add_argument("--count", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=1234)
-    parser.add_argument("--min-ops", type=int, default=1)
-    parser.add_argument("--max-ops", type=int, default=4)
-    args = parser.parse_args(argv)
-    export_jsonl(args.out, generate(args.count, args.seed, args.min_ops, args.max_ops))
-    print(f"wrote {args.count} problems to {args.out}")
-
-
-if __name__ == "__main__":
-    main()
