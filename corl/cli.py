@@ -294,8 +294,7 @@ def parse_data(sub) -> None:
               "corl data generate word_problems data/wp --set train_size=100 --set max_ops=2",
               "corl data generate drills data/drills --set forms='[\"max\", \"word\"]' --set seed=3",
               "corl data generate shapes data/shapes --set seed_size=0")
-    sp.add_argument("task", help="a task that declares generates_data: addition, arithmetic, drills, shapes, "
-                                 "word_problems, or a plugin's")
+    sp.add_argument("task", help="a task that declares generates_data (a name that does not lists those that do)")
     sp.add_argument("out", help="the folder to write; must not exist or be empty")
     sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a key of the task's table, e.g. train_size=100 (repeatable)")
