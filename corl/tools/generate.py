@@ -32,15 +32,14 @@ def cmd_generate(args) -> int:
     from corl.runtime.build import Builder
 
     registry = build_registry(make_plugin_manager())
-    choices = sorted({c.name for c in registry if c.kind == "task" and c.traits.generates_data})
-    if not registry.has("task", args.task) or not registry.get("task", args.task).traits.generates_data:
-        known = registry.has("task", args.task)
-        why = "writes no data files (it declares no generates_data)" if known else "is no generated task"
+    component = registry.get("task", args.task) if registry.has("task", args.task) else None
+    if component is None or not component.traits.generates_data:
+        choices = sorted({c.name for c in registry if c.kind == "task" and c.traits.generates_data})
+        why = "is no generated task" if component is None else "writes no data files (it declares no generates_data)"
         raise CorlError(f"task {args.task!r} {why}; choose one of: {', '.join(choices) or 'none installed'}")
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise CorlError(f"{out} exists and is not empty; choose another folder (data is never written over)")
-    component = registry.get("task", args.task)
     errors = Errors()
     config = structure(component.config_cls, apply_overrides({}, list(args.set)), "task", errors)
     if errors:

@@ -57,6 +57,8 @@ def test_an_empty_split_writes_no_file_and_rows_are_question_and_answer(tmp_path
                       "addition, arithmetic, drills, shapes, word_problems"),
     (["drills", "--set", 'forms=["nope"]'], "task.forms[0]: invalid value 'nope'; valid: 'add0',"),
     (["drills", "--set", "bogus=1"], "task.bogus: unknown key; valid keys here: eval_size, forms,"),
+    (["word_problems", "--set", "min_ops=3", "--set", "max_ops=2"], "task: min_ops (3) exceeds max_ops (2)"),
+    (["addition", "--set", "digits=1"], "task: seed_size + train_size + eval_size = 23048 is more than half the 100"),
 ])
 def test_a_bad_task_or_key_is_one_line_and_writes_nothing(argv, message, tmp_path, capsys):
     out = tmp_path / "out"
