@@ -15,9 +15,8 @@ from typing import Literal
 
 import attrs
 
-from corl.builtin.tasks.generated import GeneratedTask, instructed
-from corl.builtin.tasks.splits import Splits, cut_pool, sizes
-from corl.builtin.tasks.word_problems import NumberVerifier, _instruction
+from corl.builtin.tasks.splits import sizes
+from corl.builtin.tasks.word_problems import FreeTextTask, _instruction
 from corl.errors import ConfigError
 from corl.hookspecs import hookimpl
 
@@ -140,18 +139,14 @@ class DrillsConfig:
     seed: int = attrs.field(default=1234, metadata={"help": "generator seed: which problems fall in which split"})
 
 
-class DrillsTask(GeneratedTask):
+class DrillsTask(FreeTextTask):
     """Disjoint seed / train / eval splits of generated drills; numeric answers compared with math-verify."""
 
     name, Config = "drills", DrillsConfig
     help = "generated number drills (arithmetic forms, largest of a list, counting), exact integer answers"
 
-    def make_verifier(self, config: DrillsConfig) -> NumberVerifier:
-        return NumberVerifier()
-
-    def make_splits(self, config: DrillsConfig) -> Splits:
-        pool = generate(sum(sizes(config).values()), config.seed, config.forms)
-        return cut_pool(config, pool, lambda id, problem: instructed(id, problem, config.instruction))
+    def problems(self, config: DrillsConfig) -> list[tuple[str, int]]:
+        return generate(sum(sizes(config).values()), config.seed, config.forms)
 
 
 @hookimpl

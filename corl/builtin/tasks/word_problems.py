@@ -143,18 +143,29 @@ class WordProblemsConfig:
             raise ValueError(f"min_ops ({self.min_ops}) exceeds max_ops ({self.max_ops})")
 
 
-class WordProblemsTask(GeneratedTask):
+class FreeTextTask(GeneratedTask):
+    """A generated task of problems with numeric answers written in free text (``word_problems``,
+    ``drills``): ``problems(config)`` draws ``(text, answer)`` pairs, each prompt is a problem with the
+    config's ``instruction`` appended, and :class:`NumberVerifier` reads the answers."""
+
+    def make_verifier(self, config) -> NumberVerifier:
+        return NumberVerifier()
+
+    def make_splits(self, config) -> Splits:
+        return cut_pool(config, self.problems(config), lambda id, problem: instructed(id, problem, config.instruction))
+
+    def problems(self, config) -> list[tuple[str, int]]:
+        raise NotImplementedError
+
+
+class WordProblemsTask(FreeTextTask):
     """Disjoint seed / train / eval splits of generated word problems; math-verify answers."""
 
     name, Config = "word_problems", WordProblemsConfig
     help = "generated arithmetic word problems (1-4 operations), free-text answers via math-verify"
 
-    def make_verifier(self, config: WordProblemsConfig) -> NumberVerifier:
-        return NumberVerifier()
-
-    def make_splits(self, config: WordProblemsConfig) -> Splits:
-        pool = generate(sum(sizes(config).values()), config.seed, config.min_ops, config.max_ops)
-        return cut_pool(config, pool, lambda id, problem: instructed(id, problem, config.instruction))
+    def problems(self, config: WordProblemsConfig) -> list[tuple[str, int]]:
+        return generate(sum(sizes(config).values()), config.seed, config.min_ops, config.max_ops)
 
 
 @hookimpl
