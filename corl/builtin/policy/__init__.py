@@ -12,7 +12,7 @@ from __future__ import annotations
 from corl.builtin.policy.config import GRPOConfig, PolicyConfig
 from corl.builtin.policy.losses import grpo_advantages, rloo_advantages
 from corl.builtin.policy.optimizer import PolicyGradient
-from corl.context import Context
+from corl.context import Context, RegistryView
 from corl.hookspecs import hookimpl
 
 __all__ = ["GRPOConfig", "PolicyConfig", "grpo", "rloo"]
@@ -27,6 +27,6 @@ def rloo(config: PolicyConfig, ctx: Context) -> PolicyGradient:
 
 
 @hookimpl
-def corl_register_components(registry):
+def corl_register_components(registry: RegistryView) -> None:
     registry.add("optimizer", "grpo", grpo, GRPOConfig, help="group-normalised advantages, clipped PG loss")
     registry.add("optimizer", "rloo", rloo, PolicyConfig, help="leave-one-out baseline, clipped PG loss")

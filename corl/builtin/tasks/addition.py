@@ -22,6 +22,7 @@ import attrs
 
 from corl.builtin.tasks.generated import GeneratedTask
 from corl.builtin.tasks.splits import Splits, cut_pool
+from corl.context import RegistryView
 from corl.errors import ConfigError
 from corl.hookspecs import hookimpl
 from corl.types import Prompt
@@ -103,5 +104,5 @@ class AdditionTask(GeneratedTask):
 
 
 @hookimpl
-def corl_register_components(registry):
+def corl_register_components(registry: RegistryView) -> None:
     AdditionTask.register(registry)

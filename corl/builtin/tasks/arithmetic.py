@@ -9,6 +9,7 @@ import attrs
 from corl.builtin.tasks.answers import IntegerVerifier
 from corl.builtin.tasks.generated import GeneratedTask
 from corl.builtin.tasks.splits import Splits, cut_pool
+from corl.context import RegistryView
 from corl.hookspecs import hookimpl
 from corl.types import Prompt
 
@@ -46,5 +47,5 @@ class ArithmeticTask(GeneratedTask):
 
 
 @hookimpl
-def corl_register_components(registry):
+def corl_register_components(registry: RegistryView) -> None:
     ArithmeticTask.register(registry)

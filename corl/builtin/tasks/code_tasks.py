@@ -16,6 +16,7 @@ import attrs
 from corl.builtin.tasks.code import CodeVerifier
 from corl.builtin.tasks.generated import GeneratedTask
 from corl.builtin.tasks.splits import Splits, cut_pool
+from corl.context import RegistryView
 from corl.hookspecs import hookimpl
 from corl.sandbox import Limits, canonical
 from corl.types import Prompt
@@ -205,6 +206,6 @@ class PythonFunctionsTask(_CodeTask):
 
 
 @hookimpl
-def corl_register_components(registry):
+def corl_register_components(registry: RegistryView) -> None:
     ExpressionsTask.register(registry)
     PythonFunctionsTask.register(registry)

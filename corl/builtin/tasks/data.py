@@ -26,7 +26,7 @@ from corl.builtin.tasks.fields import (
 from corl.builtin.tasks.fields import short as _short
 from corl.builtin.tasks.files import BadRow, origin, read_rows, show
 from corl.builtin.tasks.splits import SPLITS
-from corl.context import Context
+from corl.context import Context, RegistryView
 from corl.errors import CorlError
 from corl.hookspecs import hookimpl
 from corl.types import Prompt
@@ -281,6 +281,6 @@ def _images(row: dict, field: str, folder: Path) -> tuple[Any, ...]:
 
 
 @hookimpl
-def corl_register_components(registry):
+def corl_register_components(registry: RegistryView) -> None:
     registry.add("task", "jsonl", DataTask, DataConfig,
                  help="prompts from .jsonl / .parquet files (train unlabeled; seed and eval labeled)")

@@ -17,6 +17,7 @@ import attrs
 
 from corl.builtin.tasks.splits import sizes
 from corl.builtin.tasks.word_problems import FreeTextTask, _instruction
+from corl.context import RegistryView
 from corl.errors import ConfigError
 from corl.hookspecs import hookimpl
 
@@ -150,5 +151,5 @@ class DrillsTask(FreeTextTask):
 
 
 @hookimpl
-def corl_register_components(registry):
+def corl_register_components(registry: RegistryView) -> None:
     DrillsTask.register(registry)

@@ -16,6 +16,7 @@ import attrs
 from corl.builtin.tasks.answers import IntegerVerifier
 from corl.builtin.tasks.generated import GeneratedTask
 from corl.builtin.tasks.splits import Splits, drawn_splits
+from corl.context import RegistryView
 from corl.hookspecs import hookimpl
 from corl.types import Prompt
 
@@ -91,5 +92,5 @@ class ShapesTask(GeneratedTask):
 
 
 @hookimpl
-def corl_register_components(registry):
+def corl_register_components(registry: RegistryView) -> None:
     ShapesTask.register(registry)

@@ -16,6 +16,7 @@ import attrs
 from corl.builtin.tasks.answers import _NUMBER, MathVerifier, _clean, _rational, extract_answer
 from corl.builtin.tasks.generated import GeneratedTask, instructed
 from corl.builtin.tasks.splits import Splits, cut_pool, sizes
+from corl.context import RegistryView
 from corl.errors import ConfigError
 from corl.hookspecs import hookimpl
 
@@ -169,5 +170,5 @@ class WordProblemsTask(FreeTextTask):
 
 
 @hookimpl
-def corl_register_components(registry):
+def corl_register_components(registry: RegistryView) -> None:
     WordProblemsTask.register(registry)
