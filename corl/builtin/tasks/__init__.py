@@ -2,5 +2,6 @@
 sums written least-significant digit first), ``arithmetic`` (a+b and a*b+c), ``word_problems``,
 ``drills``, ``jsonl`` (your data files), ``expressions`` / ``python_functions`` (code, voted on by
 behaviour in :mod:`corl.sandbox`), ``shapes`` (rendered images). Every generated task subclasses
-:class:`.generated.GeneratedTask`; :mod:`.splits` cuts their seed / train / eval splits; :mod:`.answers` extracts and compares answers
-(math-verify for math); :mod:`.code` is the code tasks' verifier."""
+:class:`.generated.GeneratedTask`; :mod:`.splits` cuts their seed / train / eval splits;
+:mod:`.answers` extracts and compares answers (math-verify for math); :mod:`.code` is the code
+tasks' verifier."""
