@@ -109,7 +109,7 @@ def trl_trainer(model_dir: str, run: Run, steps: int, out: str, seed: int = 0):
 
 def same_signal(run: Run, trainer) -> dict[str, float]:
     """Loss and gradient of one fixed batch: corl's optimizer maths against TRL's ``_compute_loss``."""
-    from corl.builtin.policy import clipped_loss, grpo_advantages
+    from corl.builtin.policy.losses import clipped_loss, grpo_advantages
 
     slot = run.agents[0]
     agent = slot.agent

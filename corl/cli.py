@@ -46,6 +46,10 @@ def cmd_validate(args) -> int:
 
 
 def cmd_data(args) -> int:
+    if args.action == "generate":
+        from corl.tools.generate import cmd_generate
+
+        return cmd_generate(args)
     from corl.tools.preview import preview
 
     return preview(args)
@@ -274,14 +278,26 @@ def parse_screen(sub) -> None:
 
 
 def parse_data(sub) -> None:
-    sp = _add(sub, "data", cmd_data, "look at a recipe's data as its agents will see it",
+    sp = _add(sub, "data", cmd_data, "look at a recipe's data as its agents will see it, or write a generated task's",
+              "corl data preview recipes/data_file.toml --rows 2", "corl data generate drills data/drills --set forms='[\"max\"]'")
+    actions = sp.add_subparsers(dest="action", required=True, metavar="{preview,generate}")
+    sp = _add(actions, "preview", cmd_data, "each agent's exact prompt string, with labels",
               "corl data preview recipes/data_file.toml --rows 2", "corl data preview three_agent_ring --split eval --json")
-    sp.add_argument("action", choices=["preview"], help="preview: each agent's exact prompt string, with labels")
     sp.add_argument("recipe", help="a recipe file, the name of a shipped recipe, or a run dir")
     sp.add_argument("--rows", type=int, default=3, help="prompts to show (default 3)")
     sp.add_argument("--split", default="train", choices=["train", "eval", "seed"], help="which split (default train)")
     sp.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a recipe key")
     _json(sp)
+    sp = _add(actions, "generate", cmd_data,
+              "write a generated task's splits as JSONL files (OUT/seed.jsonl, train.jsonl, eval.jsonl) that the "
+              "jsonl task reads back",
+              "corl data generate word_problems data/wp --set train_size=100 --set max_ops=2",
+              "corl data generate drills data/drills --set forms='[\"max\", \"word\"]' --set seed=3",
+              "corl data generate shapes data/shapes --set seed_size=0")
+    sp.add_argument("task", help="a task that declares generates_data (a name that does not lists those that do)")
+    sp.add_argument("out", help="the folder to write; must not exist or be empty")
+    sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a key of the task's table, e.g. train_size=100 (repeatable)")
 
 
 def parse_compare(sub) -> None:

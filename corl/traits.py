@@ -34,10 +34,13 @@ class TaskTraits:
     ``check_data(config, source, rows)``: open the task's data (relative paths against ``source``,
     the recipe file) and read at most ``rows`` rows of each file, returning one line per problem,
     worded as building the task would word it (``corl validate``); it imports no torch and loads
-    no model."""
+    no model. ``generates_data``: the task draws its splits from its config alone (every key has a
+    default) as prompts of text, images and a label of text or a number, so ``corl data generate``
+    can write them as data files the ``jsonl`` task reads back."""
 
     missing_split: Callable[[Any, str], str | None] | None = None
     check_data: Callable[[Any, str, int], Sequence[str]] | None = None
+    generates_data: bool = False
 
 
 @attrs.frozen

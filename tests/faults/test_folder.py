@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from corl.builtin.policy import PolicyConfig, lr_multiplier
+from corl.builtin.policy.config import PolicyConfig
+from corl.builtin.policy.optimizer import lr_multiplier
 from corl.runtime import checkpoint, lock
 from tests.faults.conftest import args, copy, corl, records, trained_steps
 

@@ -20,7 +20,9 @@ from typing import Literal
 
 import attrs
 
-from corl.builtin.tasks.splits import cut_pool, missing_sized_split
+from corl.builtin.tasks.generated import GeneratedTask
+from corl.builtin.tasks.splits import Splits, cut_pool
+from corl.context import RegistryView
 from corl.errors import ConfigError
 from corl.hookspecs import hookimpl
 from corl.types import Prompt
@@ -84,24 +86,23 @@ def problems(config: AdditionConfig) -> list[tuple[int, int]]:
     return out
 
 
-class AdditionTask:
+class AdditionTask(GeneratedTask):
     """Disjoint seed / train / eval splits of distinct operand pairs."""
 
-    missing_split = staticmethod(missing_sized_split)  # a trait (corl.traits.TaskTraits)
+    name, Config = "addition", AdditionConfig
+    help = ("n-digit addition, answer least-significant digit first (the embedded testbed); "
+            "seed / train / eval splits")
 
-    def __init__(self, config: AdditionConfig, ctx=None):
-        self.verifier = AdditionVerifier(config.order)
+    def make_verifier(self, config: AdditionConfig) -> AdditionVerifier:
+        return AdditionVerifier(config.order)
+
+    def make_splits(self, config: AdditionConfig) -> Splits:
         d = config.digits
-        self._splits = cut_pool(config, problems(config), lambda id, pair: Prompt(
+        return cut_pool(config, problems(config), lambda id, pair: Prompt(
             id=id, text=f"{pair[0]:0{d}d}+{pair[1]:0{d}d}=", label=sum(pair),
             solution=answer_text(*pair, d, config.order)))
 
-    def split(self, name: str) -> tuple[Prompt, ...]:
-        return self._splits[name]
-
 
 @hookimpl
-def corl_register_components(registry):
-    registry.add("task", "addition", AdditionTask, AdditionConfig,
-                 help="n-digit addition, answer least-significant digit first (the embedded testbed); "
-                      "seed / train / eval splits")
+def corl_register_components(registry: RegistryView) -> None:
+    AdditionTask.register(registry)

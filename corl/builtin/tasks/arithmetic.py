@@ -6,8 +6,10 @@ from typing import Literal
 
 import attrs
 
-from corl.builtin.tasks.splits import cut_pool, missing_sized_split
+from corl.builtin.tasks.generated import GeneratedTask
+from corl.builtin.tasks.splits import Splits, cut_pool
 from corl.builtin.tasks.verifiers import IntegerVerifier
+from corl.context import RegistryView
 from corl.hookspecs import hookimpl
 from corl.types import Prompt
 
@@ -31,22 +33,19 @@ def _problems(kind: str) -> list[tuple[str, int]]:
     return [(f"{a}*{b}+{c}=", a * b + c) for a in range(10) for b in range(10) for c in range(100)]
 
 
-class ArithmeticTask:
+class ArithmeticTask(GeneratedTask):
     """Disjoint seed / train / eval splits drawn from every problem of the chosen kinds."""
 
+    name, Config = "arithmetic", ArithmeticConfig
+    help = "synthetic a+b and a*b+c with exact answers; seed / train / eval splits"
     verifier = IntegerVerifier()
-    missing_split = staticmethod(missing_sized_split)  # a trait (corl.traits.TaskTraits)
 
-    def __init__(self, config: ArithmeticConfig, ctx=None):
+    def make_splits(self, config: ArithmeticConfig) -> Splits:
         pool = [p for kind in dict.fromkeys(config.kinds) for p in _problems(kind)]
-        self._splits = cut_pool(config, pool, lambda id, problem: Prompt(id=id, text=problem[0], label=problem[1]),
-                                shuffle=True, what=f"problems of kinds {list(config.kinds)}")
-
-    def split(self, name: str) -> tuple[Prompt, ...]:
-        return self._splits[name]
+        return cut_pool(config, pool, lambda id, problem: Prompt(id=id, text=problem[0], label=problem[1]),
+                        shuffle=True, what=f"problems of kinds {list(config.kinds)}")
 
 
 @hookimpl
-def corl_register_components(registry):
-    registry.add("task", "arithmetic", ArithmeticTask, ArithmeticConfig,
-                 help="synthetic a+b and a*b+c with exact answers; seed / train / eval splits")
+def corl_register_components(registry: RegistryView) -> None:
+    ArithmeticTask.register(registry)

@@ -14,7 +14,9 @@ from typing import Literal
 import attrs
 
 from corl.builtin.tasks.code import CodeVerifier
-from corl.builtin.tasks.splits import cut_pool, missing_sized_split
+from corl.builtin.tasks.generated import GeneratedTask
+from corl.builtin.tasks.splits import Splits, cut_pool
+from corl.context import RegistryView
 from corl.hookspecs import hookimpl
 from corl.sandbox import Limits, canonical
 from corl.types import Prompt
@@ -42,9 +44,19 @@ def _verifier(mode, config) -> CodeVerifier:
     return verifier
 
 
-def _split(pool: list[Prompt], config, kind_names) -> dict[str, tuple[Prompt, ...]]:
-    return cut_pool(config, pool, lambda id, prompt: attrs.evolve(prompt, id=id), shuffle=True,
-                    what=f"problems of kinds {list(kind_names)}")
+class _CodeTask(GeneratedTask):
+    """A code task: its verifier runs programs in the sandbox its keys set; its pool of problems
+    (prompts whose ids the split gives) is shuffled by the task's seed and cut."""
+
+    generates_data = False  # a data file holds no test inputs
+    mode: Literal["expression", "function"]  # what a completion is (corl.sandbox.Program)
+
+    def make_verifier(self, config) -> CodeVerifier:
+        return _verifier(self.mode, config)
+
+    def _cut(self, pool: list[Prompt], config, kind_names) -> Splits:
+        return cut_pool(config, pool, lambda id, prompt: attrs.evolve(prompt, id=id), shuffle=True,
+                        what=f"problems of kinds {list(kind_names)}")
 
 
 # -- expressions of x --------------------------------------------------------------------------
@@ -92,16 +104,16 @@ def _square_forms(a: int, b: int) -> list[str]:
     return forms
 
 
-class ExpressionsTask:
+class ExpressionsTask(_CodeTask):
     """Prompts ``3,5,7=`` (the outputs at the ``shown`` inputs, 0, 1 and 2 by default: short, for
     the tiny models' 64 positions and the CPU); a completion is an expression of ``x``. Seed
     problems carry a reference expression, written in one of several equivalent forms at random
     (so the models learn that behaviour, not spelling, is what counts)."""
 
-    missing_split = staticmethod(missing_sized_split)  # a trait (corl.traits.TaskTraits)
+    name, Config, mode = "expressions", ExpressionsConfig, "expression"
+    help = "code: an expression of x from three examples, judged by its outputs on held-out inputs"
 
-    def __init__(self, config: ExpressionsConfig, ctx=None):
-        self.verifier = _verifier("expression", config)
+    def make_splits(self, config: ExpressionsConfig) -> Splits:
         rng = random.Random(config.seed)
         functions: list[tuple[Callable[[int], int], list[str]]] = []
         for kind in dict.fromkeys(config.kinds):
@@ -116,10 +128,7 @@ class ExpressionsTask:
             text = ",".join(str(fn(x)) for x in config.shown) + "="
             pool.append(Prompt(id="", text=text, label=tuple(canonical(fn(x)) for x in config.test_inputs),
                                test_inputs=tuple(config.test_inputs), solution=rng.choice(forms)))
-        self._splits = _split(pool, config, config.kinds)
-
-    def split(self, name: str) -> tuple[Prompt, ...]:
-        return self._splits[name]
+        return self._cut(pool, config, config.kinds)
 
 
 # -- write a Python function ------------------------------------------------------------------
@@ -174,14 +183,14 @@ def reference_outputs(source: str, inputs: tuple) -> tuple[str, ...]:
     return tuple(canonical(namespace["f"](*args)) for args in inputs)
 
 
-class PythonFunctionsTask:
+class PythonFunctionsTask(_CodeTask):
     """Prompts ask for ``f`` in a fenced Python block; the signature is ``f``'s outputs on the
     template's test inputs. Expected outputs come from the reference solutions."""
 
-    missing_split = staticmethod(missing_sized_split)  # a trait (corl.traits.TaskTraits)
+    name, Config, mode = "python_functions", PythonFunctionsConfig, "function"
+    help = "code: write a Python function from a templated spec, judged by its outputs on test inputs"
 
-    def __init__(self, config: PythonFunctionsConfig, ctx=None):
-        self.verifier = _verifier("function", config)
+    def make_splits(self, config: PythonFunctionsConfig) -> Splits:
         pool = []
         for name, spec, source, values, inputs in _TEMPLATES:
             if name not in config.templates:
@@ -193,15 +202,10 @@ class PythonFunctionsTask:
                 reference = source.format(k=k)
                 pool.append(Prompt(id="", text=text, label=reference_outputs(reference, inputs), test_inputs=inputs,
                                    solution=f"```python\n{reference}\n```"))
-        self._splits = _split(pool, config, config.templates)
-
-    def split(self, name: str) -> tuple[Prompt, ...]:
-        return self._splits[name]
+        return self._cut(pool, config, config.templates)
 
 
 @hookimpl
-def corl_register_components(registry):
-    registry.add("task", "expressions", ExpressionsTask, ExpressionsConfig,
-                 help="code: an expression of x from three examples, judged by its outputs on held-out inputs")
-    registry.add("task", "python_functions", PythonFunctionsTask, PythonFunctionsConfig,
-                 help="code: write a Python function from a templated spec, judged by its outputs on test inputs")
+def corl_register_components(registry: RegistryView) -> None:
+    ExpressionsTask.register(registry)
+    PythonFunctionsTask.register(registry)

@@ -1,11 +1,12 @@
 """Built-in task from data files: prompts (and labels) read from .jsonl or .parquet files, or a saved
-`datasets` dataset, in the layouts data sets come in (:mod:`corl.builtin.tasks.fields`)."""
+`datasets` dataset (their rows: :mod:`corl.builtin.tasks.files`), in the layouts data sets come in
+(:mod:`corl.builtin.tasks.fields`). :class:`Reader` turns a recipe's files into prompts, for the
+task and for ``corl validate``'s first rows alike."""
 
 from __future__ import annotations
 
-import json
 import string
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -23,7 +24,9 @@ from corl.builtin.tasks.fields import (
     prompt_text,
 )
 from corl.builtin.tasks.fields import short as _short
+from corl.builtin.tasks.files import BadRow, origin, read_rows, show
 from corl.builtin.tasks.splits import SPLITS
+from corl.context import Context, RegistryView
 from corl.errors import CorlError
 from corl.hookspecs import hookimpl
 from corl.types import Prompt
@@ -84,10 +87,6 @@ class DataConfig:
                              metadata={"help": "read at most this many prompts of each file (0: all)"})
 
 
-class _BadRow(Exception):
-    pass
-
-
 class _Doubtful(Exception):
     """A row left out for its label (``fallback_labels``); already recorded."""
 
@@ -97,32 +96,12 @@ class DataTask:
     ``doubtful[split]`` the rows whose label came only by the extractor's fallback or that hold no
     answer (``(line, answer text, label, path)``), ``label_paths[prompt id]`` how each label was found."""
 
-    def __init__(self, config: DataConfig, ctx=None):
+    def __init__(self, config: DataConfig, ctx: Context | None = None):
         source = ctx.spec.source if ctx is not None and isinstance(ctx.spec, RecipeSource) else ""
-        self._read(config, source, ctx.log if ctx is not None else print)
-
-    def _read(self, config: DataConfig, source: str, log, max_rows: int = 0, splits: tuple[str, ...] = SPLITS) -> None:
-        """Read ``splits`` (at most ``max_rows`` rows of each file: 0, all), paths relative to the
-        recipe file ``source``; ``log`` gets the reports of skipped and doubtful rows."""
-        self.config = config
-        self.verifier = extractors.verifier_for(config.answers)
-        self.skipped: dict[str, int] = {}
-        self.doubtful: dict[str, list[tuple[int, str, Any, str]]] = {}
-        self.dropped: dict[str, int] = {}
-        self.label_paths: dict[str, str | None] = {}
-        self.rows_read: dict[str, int] = {}
-        # A recipe given as a table ("<recipe>") has no folder of its own.
-        base = Path(source).parent if source and not source.startswith("<") else Path.cwd()
-        files = _files(config)
-        paths = {split: base / Path(files[split]).expanduser() for split in splits if files[split] is not None}
-        self._splits = {split: self._load(split, paths[split], log, max_rows) if split in paths else ()
-                        for split in SPLITS}
-        # (reading only the first rows, the file may hold prompts further on)
-        if "train" in splits and not self._splits["train"] and not (max_rows and self.rows_read["train"] >= max_rows):
-            dropped = self.dropped.get("train")
-            why = (f" ({dropped} rows dropped for their labels: task.fallback_labels = \"keep\" keeps those "
-                   "labeled by the fallback)" if dropped else "")
-            raise CorlError(f"task.train: {_show(paths['train'])} has no prompts{why}")
+        reader = Reader(config, source, ctx.log if ctx is not None else print)
+        self._splits = reader.read()
+        self.config, self.verifier = config, reader.verifier
+        self.skipped, self.doubtful, self.label_paths = reader.skipped, reader.doubtful, reader.label_paths
 
     def split(self, name: str) -> tuple[Prompt, ...]:
         return self._splits[name]
@@ -136,7 +115,7 @@ class DataTask:
             if file is None:
                 continue
             try:
-                DataTask.__new__(DataTask)._read(config, source, logs.get("data").info, max_rows=rows, splits=(split,))
+                Reader(config, source, logs.get("data").info).read((split,), max_rows=rows)
             except CorlError as exc:
                 problems.append(str(exc))
         return problems
@@ -148,21 +127,52 @@ class DataTask:
             return f'task.{split} = "FILE" (labeled rows)'
         return None
 
-    def _load(self, split: str, path: Path, log, max_rows: int = 0) -> tuple[Prompt, ...]:
+
+class Reader:
+    """Reads a data task's files into prompts, paths relative to the recipe file ``source``; ``log``
+    gets the reports of skipped and doubtful rows, kept in ``skipped``, ``doubtful`` and ``dropped``
+    by split (``label_paths`` by prompt id) as :class:`DataTask` describes them."""
+
+    def __init__(self, config: DataConfig, source: str, log: Callable[[str], Any]):
+        self.config, self.log = config, log
+        self.verifier = extractors.verifier_for(config.answers)
+        self.skipped: dict[str, int] = {}
+        self.doubtful: dict[str, list[tuple[int, str, Any, str]]] = {}
+        self.dropped: dict[str, int] = {}
+        self.label_paths: dict[str, str | None] = {}
+        self.rows_read: dict[str, int] = {}
+        # A recipe given as a table ("<recipe>") has no folder of its own.
+        self.base = Path(source).parent if source and not source.startswith("<") else Path.cwd()
+
+    def read(self, splits: tuple[str, ...] = SPLITS, max_rows: int = 0) -> dict[str, tuple[Prompt, ...]]:
+        """The prompts of each split (those not in ``splits`` empty), at most ``max_rows`` rows of
+        each file (0: all)."""
+        files = _files(self.config)
+        paths = {split: self.base / Path(files[split]).expanduser() for split in splits if files[split] is not None}
+        read = {split: self._load(split, paths[split], max_rows) if split in paths else () for split in SPLITS}
+        # (reading only the first rows, the file may hold prompts further on)
+        if "train" in splits and not read["train"] and not (max_rows and self.rows_read["train"] >= max_rows):
+            dropped = self.dropped.get("train")
+            why = (f" ({dropped} rows dropped for their labels: task.fallback_labels = \"keep\" keeps those "
+                   "labeled by the fallback)" if dropped else "")
+            raise CorlError(f"task.train: {show(paths['train'])} has no prompts{why}")
+        return read
+
+    def _load(self, split: str, path: Path, max_rows: int = 0) -> tuple[Prompt, ...]:
         on_disk = Path(str(path).partition("::")[0])
         if not on_disk.exists():
-            raise CorlError(f"task.{split}: no such file: {_show(on_disk)}")
+            raise CorlError(f"task.{split}: no such file: {show(on_disk)}")
         prompts, skipped, first, read = [], 0, "", 0
         self._folder = on_disk.parent if on_disk.is_file() else on_disk  # images are relative to the data
         self.doubtful[split], self.dropped[split] = [], 0
-        for line, row in _rows(split, path, _files(self.config)[split]):
+        for line, row in read_rows(split, path, _files(self.config)[split]):
             read += 1
             try:
-                prompts.append(self._prompt(split, line, row, _origin(path, line)))
+                prompts.append(self._prompt(split, line, row, origin(path, line)))
             except _Doubtful:
                 self.dropped[split] += 1
-            except _BadRow as exc:
-                message = f"{_show(path)}:{line}: {exc}"
+            except BadRow as exc:
+                message = f"{show(path)}:{line}: {exc}"
                 if self.config.on_bad_row == "error":
                     raise CorlError(message) from None
                 skipped, first = skipped + 1, first or message
@@ -171,9 +181,9 @@ class DataTask:
         self.rows_read[split] = read
         if skipped:
             self.skipped[split] = skipped
-            log(f"task.{split}: skipped {skipped} bad rows (on_bad_row = \"skip\"); first: {first}")
+            self.log(f"task.{split}: skipped {skipped} bad rows (on_bad_row = \"skip\"); first: {first}")
         if self.doubtful[split]:
-            log(self._doubtful_report(split, path, read))
+            self.log(self._doubtful_report(split, path, read))
         return tuple(prompts)
 
     def _doubtful_report(self, split: str, path: Path, read: int) -> str:
@@ -191,23 +201,23 @@ class DataTask:
         first = ", ".join(f"{line} {_short(text, 40)} -> {label if label is not None else 'no label'}"
                           for line, text, label, _ in rows[:3])
         where = "line" if path.suffix.lower() == ".jsonl" else "row"
-        return (f"task.{split}: {_show(path)}: {len(rows)} of {read} rows have doubtful labels: "
+        return (f"task.{split}: {show(path)}: {len(rows)} of {read} rows have doubtful labels: "
                 f"{'; '.join(p for p in parts if p)}; {fate}; first, by {where}: {first}")
 
     def _prompt(self, split: str, line: int, row: Any, origin: str) -> Prompt:
         c = self.config
-        if isinstance(row, _BadRow):
+        if isinstance(row, BadRow):
             raise row
         if not isinstance(row, dict):
-            raise _BadRow(f"not a JSON object: {_short(row)}")
+            raise BadRow(f"not a JSON object: {_short(row)}")
         try:
             value = lookup(row, c.prompt_field)
             text = "" if value is None else prompt_text(value, c.prompt_field)
             messages = prompt_messages(value, c.prompt_field)
         except FieldError as exc:
-            raise _BadRow(str(exc)) from None
+            raise BadRow(str(exc)) from None
         if not text.strip():
-            raise _BadRow(f"empty prompt in field {c.prompt_field!r}")
+            raise BadRow(f"empty prompt in field {c.prompt_field!r}")
         fields = f"fields: {', '.join(map(str, row))}"
         try:
             raw = lookup(row, c.answer_field)
@@ -215,7 +225,7 @@ class DataTask:
         except MissingField as exc:
             raw, answer, fields = None, None, exc.available
         except FieldError as exc:
-            raise _BadRow(str(exc)) from None
+            raise BadRow(str(exc)) from None
         label, path = self.verifier.label_path(answer) if answer is not None else (None, None)
         if path in ("fallback", "none"):  # a doubtful label: reported per file, dropped or kept (fallback_labels)
             self.doubtful[split].append((line, answer, label, path))
@@ -223,11 +233,11 @@ class DataTask:
                 raise _Doubtful()
         if label is None and split != "train":  # seed and eval exist to be scored against
             if answer is None and is_messages(raw):
-                raise _BadRow(f"field {c.answer_field!r} has no assistant turn; {split} rows need answers")
+                raise BadRow(f"field {c.answer_field!r} has no assistant turn; {split} rows need answers")
             if answer is None:
-                raise _BadRow(f"missing field {c.answer_field!r}; {split} rows need answers ({fields})")
+                raise BadRow(f"missing field {c.answer_field!r}; {split} rows need answers ({fields})")
             kind = "integer" if c.answers == "integer" else "math"  # (labels are read as math for tag: and regex:)
-            raise _BadRow(f"no {kind} answer found in field {c.answer_field!r}: {_short(answer)}")
+            raise BadRow(f"no {kind} answer found in field {c.answer_field!r}: {_short(answer)}")
         images = _images(row, c.image_field, self._folder) if c.image_field else ()
         self.label_paths[f"{split}-{line}"] = path
         if messages:  # the template fills the last user turn, the one the row asks
@@ -246,7 +256,7 @@ def _images(row: dict, field: str, folder: Path) -> tuple[Any, ...]:
     """The row's images: file paths, each checked to open as an image (a bad one is this row's error),
     or images a saved `datasets` dataset decoded already."""
     if field not in row:
-        raise _BadRow(f"missing image field {field!r} (fields: {', '.join(map(str, row))})")
+        raise BadRow(f"missing image field {field!r} (fields: {', '.join(map(str, row))})")
     names = row[field] if isinstance(row[field], list) else [row[field]]
     paths = []
     for name in names:
@@ -254,7 +264,7 @@ def _images(row: dict, field: str, folder: Path) -> tuple[Any, ...]:
             paths.append(name)
             continue
         if not isinstance(name, str) or not name.strip():
-            raise _BadRow(f"field {field!r} must name an image file (or a list of them), not {_short(name)}")
+            raise BadRow(f"field {field!r} must name an image file (or a list of them), not {_short(name)}")
         path = folder / Path(name).expanduser()
         paths.append(str(path))
         try:
@@ -263,101 +273,14 @@ def _images(row: dict, field: str, folder: Path) -> tuple[Any, ...]:
             with Image.open(path) as image:
                 image.verify()
         except FileNotFoundError:
-            raise _BadRow(f"image {name!r} (field {field!r}): no such file {_show(path)}") from None
+            raise BadRow(f"image {name!r} (field {field!r}): no such file {show(path)}") from None
         except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
             reason = "not an image" if isinstance(exc, UnidentifiedImageError) else f"unreadable image ({exc})"
-            raise _BadRow(f"image {name!r} (field {field!r}): {reason}: {_show(path)}") from None
+            raise BadRow(f"image {name!r} (field {field!r}): {reason}: {show(path)}") from None
     return tuple(paths)
 
 
-def _rows(split: str, path: Path, given: str | None = None) -> Iterator[tuple[int, Any]]:
-    """(line or row number, row) pairs; a line that is not JSON comes as a :class:`_BadRow`."""
-    suffix = path.suffix.lower()
-    if path.is_dir() or "::" in path.name:
-        yield from _saved_dataset(split, path, given)
-    elif suffix == ".jsonl":
-        try:
-            f = path.open("rb")  # bytes, so that a bad encoding is one bad line, named by its number
-        except OSError as exc:
-            raise CorlError(f"task.{split}: cannot read {_show(path)}: {exc.strerror}") from None
-        with f:
-            for i, raw in enumerate(f, 1):
-                try:
-                    text = raw.decode("utf-8").strip()
-                except UnicodeDecodeError as exc:
-                    yield i, _BadRow(f"not UTF-8 text (byte {exc.start + 1})")
-                    continue
-                if not text:
-                    continue
-                try:
-                    yield i, json.loads(text)
-                except json.JSONDecodeError as exc:
-                    yield i, _BadRow(f"not JSON: {exc.msg} (column {exc.colno})")
-    elif suffix == ".parquet":
-        try:
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise CorlError(f"task.{split}: reading {_show(path)} needs pyarrow (pip install pyarrow)") from None
-        try:
-            batches = pq.ParquetFile(path).iter_batches(batch_size=1024)
-            i = 0
-            for batch in batches:
-                for row in batch.to_pylist():
-                    i += 1
-                    yield i, row
-        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
-            raise CorlError(f"task.{split}: cannot read {_show(path)}: {exc}") from None
-    else:
-        raise CorlError(f"task.{split}: {_show(path)}: unsupported file type {suffix or '(none)'!r}; "
-                        "use .jsonl or .parquet")
-
-
-def _saved_dataset(split: str, path: Path, given: str | None = None) -> Iterator[tuple[int, Any]]:
-    """A `datasets` dataset saved with ``save_to_disk``: ``DIR`` (one Dataset) or ``DIR::SPLIT``
-    (one split of a saved DatasetDict). Loaded from local disk only. ``given`` is the recipe's value,
-    for messages that say what to write."""
-    folder, _, name = str(path).partition("::")
-    try:
-        import datasets
-    except ImportError:
-        raise CorlError(f"task.{split}: {_show(Path(folder))} is a folder; reading a saved `datasets` dataset "
-                        "needs the datasets package (pip install 'co-rl[data]')") from None
-    try:
-        loaded = datasets.load_from_disk(folder)
-    except (FileNotFoundError, ValueError) as exc:
-        raise CorlError(f"task.{split}: {_show(Path(folder))}: not a dataset saved with save_to_disk ({exc})") from None
-    where, given = _show(Path(folder)), str(given or folder).partition("::")[0]
-    if isinstance(loaded, datasets.DatasetDict):
-        if name not in loaded:
-            # what to write in the recipe: the path as the recipe gives it (relative to the recipe), ::SPLIT added
-            first = next(iter(loaded), "SPLIT")
-            missing = f"has no split {name!r}" if name else "is a DatasetDict: name one of its splits"
-            raise CorlError(f"task.{split}: {where} {missing}; its splits: {', '.join(loaded) or 'none'} "
-                            f"(e.g. task.{split} = \"{given}::{first}\")")
-        loaded = loaded[name]
-    elif name:
-        raise CorlError(f"task.{split}: {where} is one saved Dataset, not a DatasetDict with splits; drop '::{name}' "
-                        f"(task.{split} = \"{given}\")")
-    for i, row in enumerate(loaded, 1):
-        yield i, row
-
-
-def _origin(path: Path, line: int) -> str:
-    """Where a row is, for messages: ``FILE:LINE`` for JSONL, ``FILE row N`` otherwise."""
-    return f"{_show(path)}:{line}" if path.suffix.lower() == ".jsonl" else f"{_show(path)} row {line}"
-
-
-def _show(path: Path) -> str:
-    """The path as short as it can be said unambiguously: relative to the working directory if inside it."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path.resolve())
-
-
-
-
 @hookimpl
-def corl_register_components(registry):
+def corl_register_components(registry: RegistryView) -> None:
     registry.add("task", "jsonl", DataTask, DataConfig,
                  help="prompts from .jsonl / .parquet files (train unlabeled; seed and eval labeled)")

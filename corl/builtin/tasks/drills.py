@@ -4,23 +4,22 @@ of a list, counting), generated with exact integer answers.
 Made to find a task that small pretrained models (SmolLM2-135M-Instruct, Gemma 3 270M) solve part
 of the time: Co-RL needs bases that are right often enough for a majority to carry signal, yet not
 always (docs/how-to/real-models.md has the screen of every form on both models). Answers are read from free
-text as in ``word_problems`` ("Answer: 42", the last number, ...). ``python -m corl.builtin.tasks.drills
-OUT.jsonl --forms add,mul`` exports problems to inspect (fields ``question`` / ``answer``).
+text as in ``word_problems`` ("Answer: 42", the last number, ...). ``corl data generate drills OUT --set
+'forms=["add", "mul"]'`` writes the splits as data files to inspect (fields ``question`` / ``answer``).
 """
 
 from __future__ import annotations
 
-import argparse
 import random
 from typing import Literal
 
 import attrs
 
-from corl.builtin.tasks.splits import cut_pool, missing_sized_split, sizes
-from corl.builtin.tasks.word_problems import NumberVerifier, _instruction, export_jsonl
+from corl.builtin.tasks.splits import sizes
+from corl.builtin.tasks.word_problems import FreeTextTask, _instruction
+from corl.context import RegistryView
 from corl.errors import ConfigError
 from corl.hookspecs import hookimpl
-from corl.types import Prompt
 
 v = attrs.validators
 Form = Literal["add0", "add1", "add", "add3d", "sub", "mul", "sum3", "max", "max2", "next", "count", "word"]
@@ -141,43 +140,16 @@ class DrillsConfig:
     seed: int = attrs.field(default=1234, metadata={"help": "generator seed: which problems fall in which split"})
 
 
-class DrillsTask:
+class DrillsTask(FreeTextTask):
     """Disjoint seed / train / eval splits of generated drills; numeric answers compared with math-verify."""
 
-    missing_split = staticmethod(missing_sized_split)  # a trait (corl.traits.TaskTraits)
+    name, Config = "drills", DrillsConfig
+    help = "generated number drills (arithmetic forms, largest of a list, counting), exact integer answers"
 
-    def __init__(self, config: DrillsConfig, ctx=None):
-        self.verifier = NumberVerifier()
-        pool = generate(sum(sizes(config).values()), config.seed, config.forms)
-        suffix = f" {config.instruction}" if config.instruction else ""
-        self._splits = cut_pool(config, pool, lambda id, problem: Prompt(id=id, text=problem[0] + suffix,
-                                                                         label=str(problem[1])))
-
-    def split(self, name: str) -> tuple[Prompt, ...]:
-        return self._splits[name]
+    def problems(self, config: DrillsConfig) -> list[tuple[str, int]]:
+        return generate(sum(sizes(config).values()), config.seed, config.forms)
 
 
 @hookimpl
-def corl_register_components(registry):
-    registry.add("task", "drills", DrillsTask, DrillsConfig,
-                 help="generated number drills (arithmetic forms, largest of a list, counting), exact integer answers")
-
-
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m corl.builtin.tasks.drills",
-                                     description="write generated drills as JSONL (question, answer)")
-    parser.add_argument("out")
-    parser.add_argument("--count", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=1234)
-    parser.add_argument("--forms", default="add", help=f"comma-separated, of: {', '.join(FORMS)}")
-    args = parser.parse_args(argv)
-    forms = args.forms.split(",")
-    unknown = [f for f in forms if f not in FORMS]
-    if unknown:
-        parser.error(f"unknown form {unknown[0]!r}; available: {', '.join(FORMS)}")
-    export_jsonl(args.out, generate(args.count, args.seed, forms))
-    print(f"wrote {args.count} drills to {args.out}")
-
-
-if __name__ == "__main__":
-    main()
+def corl_register_components(registry: RegistryView) -> None:
+    DrillsTask.register(registry)

@@ -13,8 +13,10 @@ from typing import Literal
 
 import attrs
 
-from corl.builtin.tasks.splits import drawn_splits, missing_sized_split
+from corl.builtin.tasks.generated import GeneratedTask
+from corl.builtin.tasks.splits import Splits, drawn_splits
 from corl.builtin.tasks.verifiers import IntegerVerifier
+from corl.context import RegistryView
 from corl.hookspecs import hookimpl
 from corl.types import Prompt
 
@@ -76,22 +78,19 @@ def draw_example(rng: random.Random, config: ShapesConfig):
     return render(cells, config.grid, config.cell), f"count {colour}", answer
 
 
-class ShapesTask:
+class ShapesTask(GeneratedTask):
     """Labeled seed, unlabeled train and labeled eval splits of rendered images, each from its own stream."""
 
+    name, Config = "shapes", ShapesConfig
+    help = "rendered images: count the shapes of one colour (vision-language agents)"
     verifier = IntegerVerifier()
-    missing_split = staticmethod(missing_sized_split)  # a trait (corl.traits.TaskTraits)
 
-    def __init__(self, config: ShapesConfig, ctx=None):
+    def make_splits(self, config: ShapesConfig) -> Splits:
         # one stream per split: sizes never shift another split
-        self._splits = drawn_splits(config, lambda rng: draw_example(rng, config), lambda id, example: Prompt(
+        return drawn_splits(config, lambda rng: draw_example(rng, config), lambda id, example: Prompt(
             id=id, text=example[1], label=example[2], images=(example[0],)))
-
-    def split(self, name: str) -> tuple[Prompt, ...]:
-        return self._splits[name]
 
 
 @hookimpl
-def corl_register_components(registry):
-    registry.add("task", "shapes", ShapesTask, ShapesConfig,
-                 help="rendered images: count the shapes of one colour (vision-language agents)")
+def corl_register_components(registry: RegistryView) -> None:
+    ShapesTask.register(registry)

@@ -3,25 +3,23 @@
 A seeded generator writes short stories of one to four operations (add, subtract, multiply,
 divide exactly) over several templates; answers are read from free text ("Answer: 42",
 "#### 42", ``\\boxed{42}``, the last number) and compared with math-verify, so "42", "42.0" and
-"$42" are one vote. ``python -m corl.builtin.tasks.word_problems OUT.jsonl`` exports problems to inspect
-(or to feed the ``jsonl`` task: fields ``question`` and ``answer``).
+"$42" are one vote. ``corl data generate word_problems OUT`` writes the splits as data files to
+inspect (or to feed the ``jsonl`` task: fields ``question`` and ``answer``).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import random
-from pathlib import Path
 
 import attrs
 
 from corl.builtin.tasks.extract import _NUMBER, _clean, _rational, extract_answer
-from corl.builtin.tasks.splits import cut_pool, missing_sized_split, sizes
+from corl.builtin.tasks.generated import GeneratedTask, instructed
+from corl.builtin.tasks.splits import Splits, cut_pool, sizes
 from corl.builtin.tasks.verifiers import MathVerifier
+from corl.context import RegistryView
 from corl.errors import ConfigError
 from corl.hookspecs import hookimpl
-from corl.types import Prompt
 
 v = attrs.validators
 
@@ -108,12 +106,6 @@ def generate(count: int, seed: int, min_ops: int = 1, max_ops: int = 4) -> list[
     return out
 
 
-def export_jsonl(path: str | Path, problems) -> None:
-    with Path(path).open("w") as f:
-        for text, answer in problems:
-            f.write(json.dumps({"question": text, "answer": str(answer)}) + "\n")
-
-
 class NumberVerifier(MathVerifier):
     """Numeric answers: what :func:`~corl.builtin.tasks.extract.extract_answer` finds (which reads "Answer: 42
     pens, since 12+30 is 42" as 42 already), an equation as its last side ("14 + 17 = 31" -> 31), else cut to
@@ -153,40 +145,31 @@ class WordProblemsConfig:
             raise ValueError(f"min_ops ({self.min_ops}) exceeds max_ops ({self.max_ops})")
 
 
-class WordProblemsTask:
+class FreeTextTask(GeneratedTask):
+    """A generated task of problems with numeric answers written in free text (``word_problems``,
+    ``drills``): ``problems(config)`` draws ``(text, answer)`` pairs, each prompt is a problem with the
+    config's ``instruction`` appended, and :class:`NumberVerifier` reads the answers."""
+
+    def make_verifier(self, config) -> NumberVerifier:
+        return NumberVerifier()
+
+    def make_splits(self, config) -> Splits:
+        return cut_pool(config, self.problems(config), lambda id, problem: instructed(id, problem, config.instruction))
+
+    def problems(self, config) -> list[tuple[str, int]]:
+        raise NotImplementedError
+
+
+class WordProblemsTask(FreeTextTask):
     """Disjoint seed / train / eval splits of generated word problems; math-verify answers."""
 
-    missing_split = staticmethod(missing_sized_split)  # a trait (corl.traits.TaskTraits)
+    name, Config = "word_problems", WordProblemsConfig
+    help = "generated arithmetic word problems (1-4 operations), free-text answers via math-verify"
 
-    def __init__(self, config: WordProblemsConfig, ctx=None):
-        self.verifier = NumberVerifier()
-        pool = generate(sum(sizes(config).values()), config.seed, config.min_ops, config.max_ops)
-        suffix = f" {config.instruction}" if config.instruction else ""
-        self._splits = cut_pool(config, pool, lambda id, problem: Prompt(id=id, text=problem[0] + suffix,
-                                                                         label=str(problem[1])))
-
-    def split(self, name: str) -> tuple[Prompt, ...]:
-        return self._splits[name]
+    def problems(self, config: WordProblemsConfig) -> list[tuple[str, int]]:
+        return generate(sum(sizes(config).values()), config.seed, config.min_ops, config.max_ops)
 
 
 @hookimpl
-def corl_register_components(registry):
-    registry.add("task", "word_problems", WordProblemsTask, WordProblemsConfig,
-                 help="generated arithmetic word problems (1-4 operations), free-text answers via math-verify")
-
-
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m corl.builtin.tasks.word_problems",
-                                     description="write generated word problems as JSONL (question, answer)")
-    parser.add_argument("out")
-    parser.add_argument("--count", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=1234)
-    parser.add_argument("--min-ops", type=int, default=1)
-    parser.add_argument("--max-ops", type=int, default=4)
-    args = parser.parse_args(argv)
-    export_jsonl(args.out, generate(args.count, args.seed, args.min_ops, args.max_ops))
-    print(f"wrote {args.count} problems to {args.out}")
-
-
-if __name__ == "__main__":
-    main()
+def corl_register_components(registry: RegistryView) -> None:
+    WordProblemsTask.register(registry)

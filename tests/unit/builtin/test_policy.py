@@ -6,18 +6,10 @@ import attrs
 import pytest
 import torch
 
-from corl.builtin.policy import (
-    LOSS_AGGREGATIONS,
-    SCHEDULES,
-    GRPOConfig,
-    PolicyConfig,
-    clipped_loss,
-    grpo,
-    grpo_advantages,
-    lr_multiplier,
-    rloo,
-    rloo_advantages,
-)
+from corl.builtin.policy import grpo, rloo
+from corl.builtin.policy.config import GRPOConfig, PolicyConfig
+from corl.builtin.policy.losses import LOSS_AGGREGATIONS, clipped_loss, grpo_advantages, rloo_advantages
+from corl.builtin.policy.optimizer import SCHEDULES, lr_multiplier
 from corl.context import Context
 from corl.errors import ConfigError
 from corl.types import Rollout
@@ -293,7 +285,7 @@ def test_fused_adamw_is_taken_and_equals_the_per_tensor_loop(monkeypatch, tmp_pa
 
 
 def test_parameters_without_a_fused_kernel_take_the_per_tensor_loop():
-    from corl.builtin.policy import fusable
+    from corl.builtin.policy.optimizer import fusable
 
     assert fusable([torch.zeros(2, requires_grad=True)])
     assert not fusable([])

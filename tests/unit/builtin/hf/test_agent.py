@@ -9,7 +9,8 @@ from corl.builtin.hf.backend.config import HFAgentConfig, HFSamplerConfig
 from corl.builtin.hf.backend.sampler import HFSampler
 from corl.builtin.hf.models import zoo
 from corl.builtin.hf.models.config import ZooConfig
-from corl.builtin.policy import GRPOConfig, grpo, grpo_advantages
+from corl.builtin.policy import GRPOConfig, grpo
+from corl.builtin.policy.losses import grpo_advantages
 from corl.builtin.tasks.arithmetic import ArithmeticConfig, ArithmeticTask
 from corl.context import Context
 from tests.kit import hf_agent, zoo_context

@@ -5,7 +5,8 @@ from pathlib import Path
 import attrs
 import pytest
 
-from corl.builtin.tasks.data import DataConfig, DataTask
+from corl.builtin.tasks.data import DataConfig, DataTask, Reader
+from corl.builtin.tasks.files import BadRow, read_rows
 from corl.builtin.tasks.verifiers import MathVerifier
 from corl.context import Context
 from corl.errors import ConfigError, CorlError
@@ -49,6 +50,21 @@ def test_jsonl_splits_ids_templates_and_gsm8k_labels(gsm):
     assert task.split("seed") == () and task.skipped == {}
     # messages name a prompt by file and line (blank lines count: they are lines of the file)
     assert [p.origin for p in task.split("eval")] == [f"{gsm}/data/eval.jsonl:1", f"{gsm}/data/eval.jsonl:3"]
+
+
+def test_a_reader_reads_the_first_rows_of_the_splits_asked_without_building_a_task(gsm):
+    said = []
+    reader = Reader(DataConfig(train="data/train.jsonl", eval="data/eval.jsonl"), str(gsm / "recipe.toml"), said.append)
+    read = reader.read(("eval",), max_rows=1)
+    assert [(p.id, p.label) for p in read["eval"]] == [("eval-1", "2000")] and read["train"] == read["seed"] == ()
+    assert reader.rows_read == {"eval": 1} and reader.label_paths == {"eval-1": "hashes"} and said == []
+
+
+def test_a_line_that_is_not_json_is_a_bad_row_in_its_place(tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", ['{"question": "a"}', "{not json", "", '{"question": "b"}'])
+    rows = list(read_rows("train", path))
+    assert [line for line, _ in rows] == [1, 2, 4] and rows[0][1] == {"question": "a"}
+    assert isinstance(rows[1][1], BadRow) and str(rows[1][1]).startswith("not JSON: ")
 
 
 def test_relative_paths_follow_the_recipe_not_the_working_directory(gsm, tmp_path_factory, monkeypatch):

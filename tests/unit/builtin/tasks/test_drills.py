@@ -7,6 +7,7 @@ import re
 import pytest
 
 from corl.builtin.tasks import drills
+from corl.cli import main
 from corl.errors import CorlError
 from corl.recipe import load_recipe
 
@@ -94,13 +95,13 @@ def test_the_forms_key_picks_the_task(tmp_path):
 
 
 def test_jsonl_export_and_its_errors(tmp_path, capsys):
-    out = tmp_path / "d.jsonl"
-    drills.main([str(out), "--count", "12", "--seed", "3", "--forms", "max,word"])
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    out = tmp_path / "d"
+    keys = ["--set", "train_size=12", "--set", "eval_size=0", "--set", "seed=3", "--set", "instruction="]
+    assert main(["data", "generate", "drills", str(out), *keys, "--set", 'forms=["max", "word"]']) == 0
+    rows = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
     assert len(rows) == 12 and all(str(_solve(r["question"])) == str(r["answer"]) for r in rows)
-    with pytest.raises(SystemExit):
-        drills.main([str(out), "--forms", "add,nope"])
-    assert "unknown form 'nope'; available: add" in capsys.readouterr().err
+    assert main(["data", "generate", "drills", str(tmp_path / "e"), "--set", 'forms=["add", "nope"]']) == 2
+    assert "task.forms[1]: invalid value 'nope'; valid: 'add0', 'add1', 'add'" in capsys.readouterr().err
 
 
 RECIPE = """

@@ -79,3 +79,34 @@ def test_every_generated_task_keeps_its_splits(name):
                 digest.update(image.tobytes())
     assert digest.hexdigest()[:16] == expected
     assert component.traits.missing_split is splits.missing_sized_split  # the sized tasks' one trait
+
+
+#: The second seed and eval prompt of each task at the sizes above, spelled out (the digest above
+#: covers every prompt; these say what changed when it fails).
+PINNED = {
+    "addition": [("seed-1", "932+965=", 1897), ("eval-1", "420+409=", 829)],
+    "arithmetic": [("seed-1", "5*8+81=", 121), ("eval-1", "18+57=", 75)],
+    "word_problems": [("seed-1", "Maya has 24 apples. She shares her apples equally among 8 baskets and keeps one "
+                                 "basket. How many apples does Maya have now? End with 'Answer: <number>'.", "3"),
+                      ("eval-1", "Lena reads 41 pages on Monday. On Tuesday she reads 21 more pages. How many pages "
+                                 "is the count now? End with 'Answer: <number>'.", "62")],
+    "drills": [("seed-1", "What is 84 + 14? End with 'Answer: <number>'.", "98"),
+               ("eval-1", "What is 5 * 66? End with 'Answer: <number>'.", "330")],
+    "shapes": [("seed-1", "count red", 8), ("eval-1", "count green", 2)],
+    "expressions": [("seed-1", "23,29,37=", ("47", "73", "173", "17")), ("eval-1", "-4,4,12=", ("20", "36", "76", "-20"))],
+    "python_functions": [
+        ("seed-1", "Write a Python function `f(n)` that returns n to the power 3. Answer with the function in a "
+                   "```python code block.", ("0", "1", "343", "1728", "15625", "1000000", "-27")),
+        ("eval-1", "Write a Python function `f(n)` that returns True when n is divisible by 8, else False. Answer "
+                   "with the function in a ```python code block.", ("True", "False", "False", "False", "False",
+                                                                   "False", "False"))],
+}
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_every_generated_task_keeps_its_prompts_and_labels(name):
+    registry = build_registry(make_plugin_manager(autoload=False))
+    component = registry.get("task", name)
+    config = component.config_cls(**{"seed_size": 50, "train_size": 30, "eval_size": 20, **SMALL[name][0]})
+    task = component.factory(config, None)
+    assert [(p.id, p.text, p.label) for p in (task.split("seed")[1], task.split("eval")[1])] == PINNED[name]

@@ -7,6 +7,7 @@ import pytest
 
 from corl.builtin.tasks import word_problems as wp
 from corl.builtin.voting import MajorityConfig, MajorityVote
+from corl.cli import main
 from corl.types import Vote, VoteContext
 
 LABEL_CTX = VoteContext("label")  # an agent's own labels (the built-in aggregators read no more of it)
@@ -58,9 +59,10 @@ def test_splits_are_disjoint_and_carry_the_instruction():
 
 
 def test_jsonl_export_reads_back(tmp_path):
-    out = tmp_path / "wp.jsonl"
-    wp.main([str(out), "--count", "12", "--seed", "3", "--max-ops", "2"])
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    out = tmp_path / "wp"
+    assert main(["data", "generate", "word_problems", str(out), "--set", "train_size=12", "--set", "eval_size=0",
+                 "--set", "seed=3", "--set", "max_ops=2", "--set", "instruction="]) == 0
+    rows = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
     assert [(r["question"], int(r["answer"])) for r in rows] == wp.generate(12, 3, 1, 2)
 
 

@@ -1,13 +1,8 @@
-"""Policy optimizers: GRPO and RLOO share one clipped policy-gradient loss and differ only in
-the advantage estimator.
-
-(Just over 300 lines: the loss, its options and the step that runs them on one rank or a sharded
-agent's group read best side by side.)
-
-Options are registered functions looked up by name, not branches: how a minibatch's per-token
-losses become one loss (:data:`LOSS_AGGREGATIONS`: token mean, sequence mean, Dr. GRPO's constant)
-and how the learning rate moves over the run (:data:`SCHEDULES`: constant, linear, cosine, after
-an optional linear warmup).
+"""One agent's optimizer (:class:`PolicyGradient`): advantages from rewards, then clipped updates
+with AdamW over epochs, minibatches and micro-batches, on one rank or a sharded agent's group (whose
+passes are collective and whose parameters, gradient norm and moments are DTensors); its state
+(the moments and the schedule's step count) saved in checkpoints. The learning rate moves by
+:data:`SCHEDULES` (constant, linear, cosine, after an optional linear warmup).
 """
 
 from __future__ import annotations
@@ -16,133 +11,12 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
 
-import attrs
-
+from corl.builtin.policy.config import PolicyConfig
+from corl.builtin.policy.losses import LOSS_AGGREGATIONS, ZERO_STD, clipped_loss
+from corl.context import Context
 from corl.errors import ConfigError
-from corl.hookspecs import hookimpl
 from corl.types import Rollout
-
-v = attrs.validators
-ZERO_STD = 1e-6  # a group's rewards within this std are "all equal"
-
-
-@attrs.frozen
-class PolicyConfig:
-    lr: float = attrs.field(default=2e-5, validator=v.gt(0), metadata={"help": "AdamW learning rate"})
-    weight_decay: float = attrs.field(default=0.0, validator=v.ge(0), metadata={"help": "AdamW weight decay"})
-    clip: float = attrs.field(default=0.2, validator=v.gt(0), metadata={"help": "PPO ratio clip epsilon"})
-    kl: float = attrs.field(default=0.0, validator=v.ge(0), metadata={
-        "help": "weight of the k3 KL to a frozen reference (0: no reference model is kept)"})
-    max_grad_norm: float = attrs.field(default=1.0, validator=v.gt(0), metadata={"help": "gradient clipping norm"})
-    epochs: int = attrs.field(default=1, validator=v.ge(1), metadata={"help": "passes over each step's samples"})
-    minibatches: int = attrs.field(default=1, validator=v.ge(1), metadata={"help": "optimizer updates per pass"})
-    micro_batch_size: int = attrs.field(default=256, validator=v.ge(1), metadata={
-        "help": "sequences per forward/backward (gradient accumulation; bounds memory)"})
-    epsilon_high: float | None = attrs.field(default=None, validator=v.optional(v.gt(0)), metadata={
-        "help": "upper ratio clip, 1 + epsilon_high (DAPO's clip-higher, e.g. 0.28); unset: the same as clip"})
-    loss_aggregation: Literal["token_mean", "sequence_mean", "constant"] = attrs.field(default="token_mean", metadata={
-        "help": "token_mean: over every token of the minibatch (DAPO); sequence_mean: each sequence's token mean, "
-                "averaged (GRPO's paper); constant: the token sum over sequences x loss_constant (Dr. GRPO)"})
-    loss_constant: int = attrs.field(default=0, validator=v.ge(0), metadata={
-        "help": "loss_aggregation = constant: the tokens per sequence the token sum is divided by (Dr. GRPO: the "
-                "generation budget, the sampler's max_new_tokens)"})
-    lr_schedule: Literal["constant", "linear", "cosine"] = attrs.field(default="constant", metadata={
-        "help": "learning rate after warmup, over the run's steps (run.steps): constant, or a linear or cosine "
-                "decay to lr x min_lr_ratio"})
-    warmup_steps: int = attrs.field(default=0, validator=v.ge(0), metadata={
-        "help": "steps of linear warmup: step k of them uses lr x k / (warmup_steps + 1)"})
-    min_lr_ratio: float = attrs.field(default=0.0, validator=[v.ge(0), v.le(1)], metadata={
-        "help": "where the linear or cosine decay ends, as a fraction of lr"})
-    fused: bool = attrs.field(default=True, metadata={
-        "help": "AdamW's fused kernel where torch has one for the parameters' device (CPU, GPU): one pass over "
-                "all parameters, faster, equal to the per-tensor loop within float rounding (docs/results/performance.md); "
-                "false: the per-tensor loop"})
-
-    def __attrs_post_init__(self):
-        if self.loss_aggregation == "constant" and not self.loss_constant:
-            raise ValueError("loss_aggregation = 'constant' needs loss_constant, the tokens per sequence to divide "
-                             "by (Dr. GRPO: the sampler's max_new_tokens)")
-
-
-@attrs.frozen
-class GRPOConfig(PolicyConfig):
-    scale_rewards: bool = attrs.field(default=True, metadata={
-        "help": "divide by the group's reward std (GRPO); false: mean-centred only (Dr. GRPO)"})
-
-
-def grpo_advantages(rewards, scale: bool = True, eps: float = 1e-6):
-    """Group-normalised advantages for a [groups, samples] tensor.
-
-    A group whose rewards are all equal (to rounding) carries no signal and gets exactly zero,
-    whatever the reward value (e.g. 1/3 from a mean over peers).
-    """
-    import torch
-
-    centred = rewards - rewards.mean(dim=1, keepdim=True)
-    std = rewards.std(dim=1, keepdim=True)
-    flat = std <= ZERO_STD
-    if scale:
-        centred = centred / (std + eps)
-    return torch.where(flat, torch.zeros_like(centred), centred)
-
-
-def rloo_advantages(rewards):
-    """Leave-one-out baseline: each sample minus the mean of the others in its group."""
-    n = rewards.shape[1]
-    return (rewards - (rewards.sum(dim=1, keepdim=True) - rewards) / (n - 1))
-
-
-def token_sum(per_token, mask):
-    return (per_token * mask).sum()
-
-
-def sequence_token_means(per_token, mask):
-    """Each sequence's token mean, summed over sequences (divided by their count per minibatch)."""
-    return ((per_token * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)).sum()
-
-
-@attrs.frozen
-class Aggregation:
-    """How a minibatch's per-token losses become its loss: every micro-batch's ``numerator(per_token,
-    mask)`` divided by ``denominator(tokens, sequences, constant)`` of the whole minibatch (its tokens and
-    sequences counted over every rank of the agent's group; ``constant``: the config's ``loss_constant``)."""
-
-    numerator: Callable[[Any, Any], Any]
-    denominator: Callable[[float, float, float], float]
-
-
-#: ``loss_aggregation`` options, by name
-LOSS_AGGREGATIONS: dict[str, Aggregation] = {
-    "token_mean": Aggregation(token_sum, lambda tokens, sequences, constant: tokens),
-    "sequence_mean": Aggregation(sequence_token_means, lambda tokens, sequences, constant: sequences),
-    "constant": Aggregation(token_sum, lambda tokens, sequences, constant: sequences * constant),
-}
-
-
-def clipped_loss(logprobs, old_logprobs, advantages, mask, clip: float, ref_logprobs=None, kl: float = 0.0,
-                 clip_high: float | None = None, aggregate: Callable = token_sum):
-    """PPO-clipped policy-gradient loss, the ratio clipped to ``[1 - clip, 1 + clip_high]`` (``clip_high``
-    defaults to ``clip``), reduced by ``aggregate(per_token, mask)`` (default: summed over tokens).
-
-    ``advantages`` is per sequence; ``ref_logprobs`` adds ``kl`` times the k3 estimator of
-    KL(policy || reference). Returns ``(loss, stats)`` with stats (the loss too) summed over tokens.
-    """
-    import torch
-
-    high = clip if clip_high is None else clip_high
-    ratio = torch.exp(logprobs - old_logprobs)
-    adv = advantages.unsqueeze(1)
-    per_token = -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - clip, 1 + high) * adv)
-    stats = {"clip_frac": (((ratio < 1 - clip) | (ratio > 1 + high)).float() * mask).sum().detach()}
-    if ref_logprobs is not None:
-        log_ratio = ref_logprobs - logprobs
-        k3 = torch.exp(log_ratio) - log_ratio - 1
-        per_token = per_token + kl * k3
-        stats["kl"] = (k3 * mask).sum().detach()
-    stats["loss"] = token_sum(per_token, mask).detach()  # the reported loss is a token mean, whatever the aggregation
-    return aggregate(per_token, mask), stats
 
 
 def _constant(progress: float, floor: float) -> float:
@@ -182,7 +56,7 @@ def fusable(params) -> bool:
 class PolicyGradient:
     """One agent's optimizer: advantages from rewards, then clipped updates with AdamW."""
 
-    def __init__(self, config: PolicyConfig, ctx, advantages: Callable):
+    def __init__(self, config: PolicyConfig, ctx: Context, advantages: Callable):
         import torch
 
         self.config, self.agent, self.advantages = config, ctx.agent, advantages
@@ -334,17 +208,3 @@ class PolicyGradient:
         # a resumed run with more steps extends the schedule, never re-spans it: its span stays the one the
         # run started with, and the steps past it train at its last lr (docs/how-to/checkpoints.md)
         self.total = saved.get("total") or self.total
-
-
-def grpo(config: GRPOConfig, ctx) -> PolicyGradient:
-    return PolicyGradient(config, ctx, lambda r: grpo_advantages(r, scale=config.scale_rewards))
-
-
-def rloo(config: PolicyConfig, ctx) -> PolicyGradient:
-    return PolicyGradient(config, ctx, rloo_advantages)
-
-
-@hookimpl
-def corl_register_components(registry):
-    registry.add("optimizer", "grpo", grpo, GRPOConfig, help="group-normalised advantages, clipped PG loss")
-    registry.add("optimizer", "rloo", rloo, PolicyConfig, help="leave-one-out baseline, clipped PG loss")
