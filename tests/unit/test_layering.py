@@ -142,7 +142,7 @@ NOT_COMPONENTS = {
     ("corl.plugins", "_raised_by"): "a pluggy hook by name; a function's code object",
     ("corl.plugins", "_hook_problem"): "a pluggy hook by name, for its spec's arguments",
     ("corl.recipe.structure", "type_name"): "a type's name, for messages",
-    ("corl.recipe.validate", "_import_path_component"): "the attribute an import path names, in its module",
+    ("corl.recipe.components", "_import_path_component"): "the attribute an import path names, in its module",
     ("corl.context", "Closers.close"): "a function's name, for messages",
     ("corl.builtin.policy", "PolicyGradient.step"): "a torch tensor (a DTensor when sharded)",
     ("corl.builtin.policy", "PolicyGradient.save_state"): "torch tensors (DTensors when sharded)",
