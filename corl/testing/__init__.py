@@ -13,6 +13,9 @@ In a ``conftest.py``: ``pytest_plugins = ["corl.testing"]``. Then:
 * :func:`context`: a ``Context`` for calling a factory by hand (its ``ctx.build`` builds registered
   components, for a wrapper under test); :func:`tiny_agent`: a real tiny language-model agent and the
   context a sampler for it is built with (for ``conformance.check_sampler``);
+* :func:`run_view`: the run an observer's hooks are handed (:class:`corl.context.RunView`), for
+  calling them by hand, with the stops it asks for recorded; :class:`ToyAgent`: an agent whose token
+  log-probs are its own parameters (an optimizer's exact gradients; a state to save and restore);
 * :func:`interrupt_and_resume`: a run straight and the same run stopped after a checkpoint and
   resumed, both outcomes (``conformance.check_resume`` asserts they are equal);
 * :func:`install_plugin` / the ``installed_plugin`` fixture: a plugin *distribution* made from
@@ -21,6 +24,8 @@ In a ``conftest.py``: ``pytest_plugins = ["corl.testing"]``. Then:
   import fails);
 * :func:`fails_naming`: the block must fail the way a user should see your plugin fail, one line
   (a :class:`corl.PluginError`, exit status 2) that names it;
+* :func:`fake_recipe`: a recipe of fake agents, changed at any key path; :func:`write_recipe`: a
+  recipe table as a TOML file, for ``corl run FILE``;
 * :data:`TINY` and :func:`tiny_for`: overrides that shrink a shipped recipe to seconds;
   :func:`outcome`: a finished run's summary, metrics and final weights without timings, to compare
   two runs exactly.
@@ -67,6 +72,7 @@ from corl.plugins import make_plugin_manager, registry_of
 from corl.recipe.schema import RunSection
 from corl.testing.dists import BROKEN_PLUGIN, install_plugin, uninstall_plugin
 from corl.testing.fakes import FakeAgent, FakeAgentConfig, FakeOptimizer, FakeOptimizerConfig, FakePlugin, FakeSampler
+from corl.testing.toys import ToyAgent, ToyAgentView, ToyRunView, run_view
 
 #: Overrides that shrink any shipped recipe to seconds on 2 cores.
 TINY = [
@@ -125,6 +131,22 @@ def fake_recipe(agents: int = 3, **changes: Any) -> dict[str, Any]:
         "eval": {"size": 32, "k": 4},
     }
     return apply_overrides(data, [f"{k}={_toml(v)}" for k, v in changes.items()])
+
+
+def write_recipe(path: str | Path, recipe: Mapping[str, Any]) -> Path:
+    """``recipe`` (a table, e.g. :func:`fake_recipe`) as a TOML file at ``path``, for ``corl run FILE``
+    in a subprocess; returns the path."""
+    lines: list[str] = []
+    for key, value in recipe.items():
+        if isinstance(value, Mapping):
+            lines += [f"[{key}]", *(f"{json.dumps(str(k))} = {_toml(v)}" for k, v in value.items()), ""]
+        elif isinstance(value, (list, tuple)) and value and all(isinstance(v, Mapping) for v in value):
+            for table in value:
+                lines += [f"[[{key}]]", *(f"{json.dumps(str(k))} = {_toml(v)}" for k, v in table.items()), ""]
+        else:
+            lines.insert(0, f"{json.dumps(str(key))} = {_toml(value)}")  # before the first table header
+    Path(path).write_text("\n".join(lines))
+    return Path(path)
 
 
 def _toml(value: Any) -> str:
@@ -335,5 +357,6 @@ if pytest is not None:
 __all__ = [
     "BROKEN_PLUGIN", "TINY", "TINY_REAL", "TINY_TASK", "FakeAgent", "FakeAgentConfig", "FakeOptimizer",
     "FakeOptimizerConfig", "FakePlugin", "FakeSampler", "Failure", "base_recipe", "context", "fails_naming", "fake_recipe",
-    "install_plugin", "interrupt_and_resume", "outcome", "run_tiny", "tiny_agent", "tiny_for", "uninstall_plugin",
+    "install_plugin", "interrupt_and_resume", "outcome", "run_tiny", "run_view", "tiny_agent", "tiny_for",
+    "ToyAgent", "ToyAgentView", "ToyRunView", "uninstall_plugin", "write_recipe",
 ]
