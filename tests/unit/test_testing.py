@@ -83,7 +83,7 @@ def test_the_kits_failure_path_example_runs_as_written(tmp_path, broken_plugin, 
 
 
 def test_tiny_for_shrinks_a_warm_start_only_where_a_recipe_asks_for_one(tmp_path):
-    from corl.testing import TINY, tiny_for
+    from tests.kit import TINY, tiny_for
 
     root = Path(__file__).resolve().parents[2] / "recipes"
     assert "zoo.steps=20" not in tiny_for(root / "three_agent_ring.toml")  # shipped zoo:*-add3 models: no [zoo]
@@ -189,3 +189,16 @@ def test_toy_agent_is_an_agent_whose_state_round_trips(tmp_path):
     held = agent.theta
     agent.load_state(str(tmp_path))
     assert agent.theta is held and agent.theta.tolist() == [[2.0] * 3] * 2
+
+
+def test_tiny_agent_is_built_from_the_setup_its_type_declares(cache_dir):
+    import pytest
+
+    from corl.protocols import LanguageModelAgent
+    from corl.testing import tiny_agent
+
+    agent, ctx = tiny_agent(warm_steps=1, name="t")
+    assert isinstance(agent, LanguageModelAgent) and ctx.agent is agent and agent.name == "t"
+    assert ctx.task.split("seed")  # the task of the hf agent's tiny setup, warm-started on
+    with pytest.raises(LookupError, match=r"agent type 'fake' declares no tiny setup; these do: hf$"):
+        tiny_agent(agent_type="fake")

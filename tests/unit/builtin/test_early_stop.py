@@ -8,8 +8,9 @@ from corl.builtin.early_stop import EarlyStop, EarlyStopConfig, collusion
 from corl.errors import ConfigError
 from corl.plugins import build_registry, make_plugin_manager
 from corl.recipe import load_recipe, to_dict
-from corl.testing import TINY, ToyAgent, ToyAgentView, run_view
+from corl.testing import ToyAgent, ToyAgentView, run_view
 from corl.types import StepMetrics
+from tests.kit import TINY
 
 
 def series(rewards, shares, distinct):

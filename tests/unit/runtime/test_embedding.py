@@ -144,7 +144,7 @@ def test_a_run_built_from_the_recipe_alone_is_not_that_run(tmp_path, fakes):
 
 
 def test_corl_run_takes_a_shipped_recipes_name(tmp_path, cache_dir):
-    from corl.testing import TINY
+    from tests.kit import TINY
 
     summary = corl.run("three_agent_ring", [*TINY, "run.steps=1", "eval.size=0", "run.observers=[]",
                                             f"run.output_dir={tmp_path}"])
