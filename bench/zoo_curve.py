@@ -29,7 +29,7 @@ from corl.builtin.hf.models.config import zoo_config_for
 from corl.builtin.hf.vision import zoo as vision_zoo
 from corl.context import Context
 from corl.plugins import build_registry, make_plugin_manager
-from corl.recipe.validate import load_recipe
+from corl.recipe import load_recipe
 from corl.runtime.build import Builder
 
 

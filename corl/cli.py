@@ -24,7 +24,8 @@ DEBUG_ENV = "CORL_DEBUG"  # print the traceback behind a component's one-line fa
 
 def cmd_validate(args) -> int:
     from corl.plugins import registry_of
-    from corl.recipe.validate import data_problems, model_facts
+    from corl.recipe.components import model_facts
+    from corl.recipe.validate import data_problems
     from corl.runtime import prepare
 
     if args.rows < 1:

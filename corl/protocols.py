@@ -63,7 +63,8 @@ class Agent(Protocol):
     ``freeze_reference()`` (a KL reference is the *start* weights); only then does a resumed run call
     ``load_state`` with the checkpoint's weights. So ``freeze_reference`` always comes before
     ``load_state``, and a reference must be a copy, not a view, of the weights. Samplers of a kind
-    read more of their agent (:class:`LanguageModelAgent`)."""
+    read more of their agent (:class:`LanguageModelAgent`); an agent that may start from a warm-up
+    says so (:class:`WarmStartedAgent`)."""
 
     name: str
 
@@ -92,11 +93,14 @@ class Agent(Protocol):
 
 
 @runtime_checkable
-class LanguageModelAgent(Agent, Protocol):
-    """The surface token samplers use (the ``hf`` sampler, the vLLM / SGLang engine bridge): a model,
-    its tokenizer, where it computes, how prompts become token ids, and its weights by name."""
+class LanguageModelAgent(Protocol):
+    """What a token sampler reads of the agent it samples for, beyond :class:`Agent` (the vLLM /
+    SGLang engine bridge, ``corl.builtin.hf.engines``: the ``hf`` agent has all of it): the
+    transformers model the trainer updates, its tokenizer (EOS and padding), the device it computes
+    on, prompts encoded as the agent encodes them, and its weights by name to push to an engine."""
 
-    model: Any  # the trainable model (a transformers PreTrainedModel for hf agents)
+    name: str
+    model: Any  # the trainable model (a transformers model: ``name_or_path`` / ``config`` say where it came from)
     tokenizer: Any  # pad and EOS tokens set; prompts are left-padded
     device: Any  # a torch.device
 
@@ -105,7 +109,17 @@ class LanguageModelAgent(Agent, Protocol):
         agent's own prompt format (chat template, few-shot template)."""
 
     def weights(self) -> Iterable[tuple[str, Any]]:
-        """``(Hugging Face name, whole tensor)`` of every parameter, one at a time (for an engine)."""
+        """``(Hugging Face name, whole tensor)`` of every parameter, one at a time (for an engine's
+        ``load_weights``)."""
+
+
+@runtime_checkable
+class WarmStartedAgent(Protocol):
+    """An agent that may start from a supervised warm-up (the ``hf`` agent's ``warm_up`` keys): its
+    record (base and warm-up fingerprints, settings; None when it had none) goes into the run's
+    ``summary.json`` under ``warm_ups``."""
+
+    warm_up: Mapping[str, Any] | None
 
 
 @runtime_checkable

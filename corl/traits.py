@@ -1,6 +1,6 @@
 """Traits: optional capabilities a component states as class attributes of its factory (a router's
 ``supervised`` / ``min_agents`` / ``check``, an observer's ``every_rank``, a verifier's ``bounded``,
-a task's ``missing_split``, an agent's ``check``, a shaping term's ``needs_labels``), declared here
+a task's ``missing_split``, an agent's ``check`` and ``tiny`` setup, a shaping term's ``needs_labels``), declared here
 and never probed ad hoc; :func:`traits` reads them once into the frozen classes below.
 """
 
@@ -67,6 +67,16 @@ class ModelFacts:
 
 
 @attrs.frozen
+class TinySetup:
+    """An agent type's smallest working setup (:class:`AgentTraits` ``tiny``), for tests: ``agent``,
+    its ``[[agents]]`` table (without ``name`` and ``type``), built in seconds on a CPU; ``task``, the
+    ``[task]`` table (with its ``type``) of a task it answers, warm-starts on and is checked against."""
+
+    agent: Mapping[str, Any]
+    task: Mapping[str, Any]
+
+
+@attrs.frozen
 class AgentTraits:
     """``check(config, facts)``: the agent's own cross-checks of a validated recipe
     (:class:`RecipeFacts`), yielding ``(key, message)`` pairs, the key relative to the agent's table
@@ -78,12 +88,15 @@ class AgentTraits:
     ``model_key``: the key of the agent's table that names what it loads (the hf agents':
     ``"model"``), which ``corl eval`` sets to a run's exported weights (``checkpoints/final/NAME``,
     what ``Agent.save`` wrote) or to ``--model NAME=MODEL``; ``""``: it names none, and is evaluated
-    as its recipe builds it."""
+    as its recipe builds it. ``tiny(warm_steps)``: its :class:`TinySetup`, a real agent of this
+    type small enough for a plugin's tests (``corl.testing.tiny_agent``), warm-started
+    ``warm_steps`` steps where it warm-starts."""
 
     check: Callable[[Any, RecipeFacts], Iterable[tuple[str, str]]] | None = None
     preview: Callable[[Any, Any, Sequence[Any]], Sequence[str]] | None = None
     describe: Callable[[Any], ModelFacts] | None = None
     model_key: str = ""
+    tiny: Callable[[int], TinySetup] | None = None
 
 
 @attrs.frozen

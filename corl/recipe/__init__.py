@@ -3,13 +3,17 @@
 * :mod:`~corl.recipe.schema`: the core sections and the validated spec;
 * :mod:`~corl.recipe.overrides`: reading files, ``--set key.path=value``;
 * :mod:`~corl.recipe.structure`: the strict structurer (key paths in every message);
-* :mod:`~corl.recipe.validate`: components, cross-checks, ``load_recipe``;
+* :mod:`~corl.recipe.components`: one component's table, and what its factory declares;
+* :mod:`~corl.recipe.validate`: the sections and their cross-checks;
+* :mod:`~corl.recipe.load`: ``load_recipe``, a file or table with its overrides, validated;
 * :mod:`~corl.recipe.resume`: what a resumed run may change; the resolved recipe as JSON;
 * :mod:`~corl.recipe.locate`: a recipe from what a user typed (a file, a shipped name, a run dir).
 
 Nothing here imports torch.
 """
 
+from corl.recipe.components import declared_traits, model_facts, router_traits
+from corl.recipe.load import load_recipe
 from corl.recipe.overrides import apply_overrides, read_toml
 from corl.recipe.resume import (
     RESUMABLE_CHANGES,
@@ -30,7 +34,7 @@ from corl.recipe.schema import (
     VotingSpec,
 )
 from corl.recipe.structure import Errors, structure
-from corl.recipe.validate import declared_traits, load_recipe, model_facts, router_traits, validate
+from corl.recipe.validate import validate
 
 __all__ = [
     "RESUMABLE_CHANGES", "AgentSpec", "ComponentSpec", "Errors", "EvalSection", "GivenObject", "RunSection", "RunSpec",

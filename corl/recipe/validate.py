@@ -2,7 +2,8 @@
 
 One pass over the recipe's sections, each checked against the others; what each key may hold is
 declared beside it (:mod:`corl.recipe.schema`, the component's config class), the cross-section
-rules are here.
+rules are here. How one component table is read (a registered name or an import path) is
+:mod:`corl.recipe.components`; reading a file with its overrides, :mod:`corl.recipe.load`.
 
 Each message names the TOML key path, the bad value and the valid choices; nothing here imports
 torch, so ``corl validate`` is instant and a recipe error costs no model load.
@@ -10,19 +11,14 @@ torch, so ``corl validate`` is instant and a recipe error costs no model load.
 
 from __future__ import annotations
 
-import importlib
-import os
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from typing import Any
 
-import attrs
-
-from corl import rewards
-from corl.errors import ConfigError, PluginError
+from corl.errors import ConfigError
 from corl.plugins import CORE_SECTIONS, Registry
+from corl.recipe.components import GIVEN, declared_traits, host_keys, host_table, read_component, router_traits
 from corl.recipe.resume import recorded_objects, resume_from_python
 from corl.recipe.schema import (
-    DEFAULT_TYPES,
     OBJECT_SECTIONS,
     AgentKeys,
     AgentSpec,
@@ -36,10 +32,7 @@ from corl.recipe.schema import (
     VotingSpec,
 )
 from corl.recipe.structure import Errors, join, structure
-from corl.traits import ModelFacts, RecipeFacts, RouterTraits, declared_config, traits
-from corl.types import NoConfig
-
-IMPORT_PATHS_ENV = "CORL_ALLOW_IMPORT_PATHS"
+from corl.traits import RecipeFacts, RouterTraits
 
 
 def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
@@ -61,8 +54,8 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
     ev = structure(EvalSection, data.get("eval", {}), "eval", errors)
     own = {name: structure(s.config_cls, data.get(name, {}), name, errors) for name, s in sections.items()}
     # a component handed in as an object replaces its table, which is then not looked up in the registry
-    task = GIVEN if "task" in objects else _component(registry, "task", data.get("task"), "task", errors)
-    topology = GIVEN if "router" in objects else _component(registry, "router", data.get("topology"), "topology",
+    task = GIVEN if "task" in objects else read_component(registry, "task", data.get("task"), "task", errors)
+    topology = GIVEN if "router" in objects else read_component(registry, "router", data.get("topology"), "topology",
                                                              errors)
     aggregator, voting = _voting(registry, data.get("voting", {}), errors, "aggregator" in objects)
     agents, raw_agents = _agents(registry, data.get("agents"), errors)
@@ -96,40 +89,6 @@ def data_problems(spec: RunSpec, registry: Registry, rows: int) -> list[str]:
     if declared.check_data is None:
         return []
     return list(declared.check_data(task.config, spec.source, rows))
-
-
-def _handed_in(config: Any, ctx: Any) -> Any:
-    raise RuntimeError("this component was handed to corl.run as an object; the run uses that object")
-
-
-#: a component an embedding program hands to ``corl.run`` as an object, in place of its recipe table:
-#: its traits are its own (read off the object when it is handed in), its table is not validated
-GIVEN = ComponentSpec("<object>", None, factory=_handed_in)
-
-
-def declared_traits(registry: Registry, kind: str, component: ComponentSpec) -> Any:
-    """What a chosen component's factory declares (its :data:`~corl.traits.TRAITS` class)."""
-    if component.factory is not None:  # an import path: read off the factory itself
-        return traits(kind, component.factory)
-    return registry.get(kind, component.type).traits
-
-
-def router_traits(registry: Registry, topology: ComponentSpec) -> RouterTraits:
-    """What the chosen router's factory declares (supervised, min_agents, check)."""
-    return declared_traits(registry, "router", topology)
-
-
-def model_facts(registry: Registry, agent: AgentSpec) -> ModelFacts:
-    """What agent ``agent``'s type says of its model (:class:`~corl.traits.AgentTraits`
-    ``describe``): for messages and placement, never read off an agent type's own keys."""
-    declared = declared_traits(registry, "agent", agent.agent)
-    if declared.describe is None:
-        return ModelFacts()
-    facts = declared.describe(agent.agent.config)
-    if not isinstance(facts, ModelFacts):
-        raise PluginError(f"agent {agent.agent.type!r}: its describe trait returned {type(facts).__name__}, "
-                          "not a corl.traits.ModelFacts")
-    return facts
 
 
 def _objects_given_again(data: Mapping[str, Any], run: RunSection | None, objects: Collection[str]) -> Mapping[str, Any]:
@@ -182,26 +141,11 @@ def _check_agents(registry: Registry, task: ComponentSpec, agents: list[AgentSpe
             errors.add(join(f"agents[{index[agent.name]}]", key), message)
 
 
-def host_keys(cls: type) -> tuple[str, ...]:
-    """The keys of a component table that are the host's (``cls``: :class:`VotingKeys`, ...), not the component's."""
-    return tuple(f.name for f in attrs.fields(cls))
-
-
-def _host(cls: type, data: Any, path: str, errors: Errors) -> Any:
-    """A component table's host keys (``cls``), structured on their own; a non-table is the component's to report."""
-    if data is None:  # as _component reads it: an empty table
-        data = {}
-    if not isinstance(data, Mapping):
-        return None
-    names = host_keys(cls)
-    return structure(cls, {k: v for k, v in data.items() if k in names}, path, errors)
-
-
 def _voting(registry: Registry, data: Any, errors: Errors,
             given: bool = False) -> tuple[ComponentSpec | None, VotingKeys | None]:
-    aggregator = GIVEN if given else _component(registry, "aggregator", data, "voting", errors,
+    aggregator = GIVEN if given else read_component(registry, "aggregator", data, "voting", errors,
                                                 skip=host_keys(VotingKeys))
-    return aggregator, _host(VotingKeys, data, "voting", errors)
+    return aggregator, host_table(VotingKeys, data, "voting", errors)
 
 
 def _agents(registry: Registry, raw_agents: Any, errors: Errors) -> tuple[list[AgentSpec], list[Any]]:
@@ -215,8 +159,8 @@ def _agents(registry: Registry, raw_agents: Any, errors: Errors) -> tuple[list[A
         if not isinstance(raw, Mapping):
             errors.add(path, f"expected a table, got {raw!r}")
             continue
-        keys = _host(AgentKeys, raw, path, errors)
-        agent = _component(registry, "agent", raw, path, errors, skip=host_keys(AgentKeys))
+        keys = host_table(AgentKeys, raw, path, errors)
+        agent = read_component(registry, "agent", raw, path, errors, skip=host_keys(AgentKeys))
         if keys is None:
             continue
         if keys.name in seen:
@@ -227,8 +171,8 @@ def _agents(registry: Registry, raw_agents: Any, errors: Errors) -> tuple[list[A
         if agent is not None and registry.has("sampler", agent.type) and "type" not in sampler_data:
             # an agent type that has a sampler of its own name samples with it by default (hf_vision)
             sampler_data = {**sampler_data, "type": agent.type}
-        sampler = _component(registry, "sampler", sampler_data, f"{path}.sampler", errors)
-        optimizer = _component(registry, "optimizer", keys.optimizer, f"{path}.optimizer", errors)
+        sampler = read_component(registry, "sampler", sampler_data, f"{path}.sampler", errors)
+        optimizer = read_component(registry, "optimizer", keys.optimizer, f"{path}.optimizer", errors)
         if None not in (agent, sampler, optimizer):
             agents.append(AgentSpec(keys.name, agent, sampler, optimizer, keys.frozen, keys.ranks))
     placed = [i for i, raw in enumerate(raw_agents) if isinstance(raw, Mapping) and raw.get("ranks")]
@@ -236,47 +180,6 @@ def _agents(registry: Registry, raw_agents: Any, errors: Errors) -> tuple[list[A
         unplaced = next(i for i in range(len(raw_agents)) if i not in placed)
         errors.add(f"agents[{unplaced}].ranks", f"missing; agents[{placed[0]}] names its ranks, so every agent must")
     return agents, raw_agents
-
-
-def _component(registry: Registry, kind: str, data: Any, path: str, errors: Errors,
-               skip: tuple[str, ...] = (), type_key: str = "type") -> ComponentSpec | None:
-    if data is None:
-        data = {}
-    if not isinstance(data, Mapping):
-        errors.add(path, f"expected a table, got {data!r}")
-        return None
-    name = data.get(type_key, DEFAULT_TYPES.get(kind))
-    if isinstance(name, str) and ":" in name and not registry.has(kind, name):  # not "<distribution>:<name>"
-        return _import_path_component(name, data, join(path, type_key), errors, (type_key, *skip), kind)
-    if not isinstance(name, str) or not registry.has(kind, name):
-        errors.add(join(path, type_key), registry.unknown(kind, name))  # unknown, or ambiguous between plugins
-        return None
-    component = registry.get(kind, name)
-    config = structure(component.config_cls, data, path, errors, skip=(type_key, *skip))
-    return None if config is None else ComponentSpec(name, config)
-
-
-def _import_path_component(name: str, data: Mapping[str, Any], path: str, errors: Errors,
-                           skip: tuple[str, ...], kind: str = "") -> ComponentSpec | None:
-    """``type = "package.module:Factory"``: refused unless ``CORL_ALLOW_IMPORT_PATHS=1``, because a
-    recipe would otherwise run arbitrary code on import. The factory's attrs ``Config`` (if any)
-    validates the table's other keys. A shaping term may also be a plain reward function
-    (:mod:`corl.rewards`: ``fn(prompts, completions, **kwargs)``, as TRL's ``reward_funcs``)."""
-    if not os.environ.get(IMPORT_PATHS_ENV):
-        errors.add(path, f"{name!r} is an import path; recipes name registered components only "
-                         f"(see `corl plugins`), or set {IMPORT_PATHS_ENV}=1 to allow import paths")
-        return None
-    module_name, _, attr = name.partition(":")
-    try:
-        factory = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        errors.add(path, f"cannot import {name!r}: {exc}")
-        return None
-    if kind == "shaping" and rewards.is_reward_function(factory):
-        factory = rewards.factory_for(factory, name)
-    config_cls = declared_config(factory) or NoConfig
-    config = structure(config_cls, data, path.rpartition(".")[0], errors, skip=skip)
-    return None if config is None else ComponentSpec(name, config, factory)
 
 
 def _observer_tables(registry: Registry, data: Any, errors: Errors) -> tuple[ComponentSpec, ...]:
@@ -324,8 +227,8 @@ def _shaping(registry: Registry, data: Any, run: RunSection | None, errors: Erro
         if "type" not in raw:
             errors.add(f"{path}.type", f"missing; available: {', '.join(registry.names('shaping'))}")
             continue
-        term = _component(registry, "shaping", raw, path, errors, skip=host_keys(ShapingKeys))
-        keys = _host(ShapingKeys, raw, path, errors)
+        term = read_component(registry, "shaping", raw, path, errors, skip=host_keys(ShapingKeys))
+        keys = host_table(ShapingKeys, raw, path, errors)
         if keys is None:
             continue
         # by default the type, or an import path's function name ("mypkg.rewards:format_reward" -> format_reward)
@@ -370,45 +273,3 @@ def _check_plugins(required: tuple[str, ...], distributions: Mapping[str, str] |
             errors.add(f"run.plugins[{i}]", f"the recipe needs {text!r}, but {req.name} {version} is installed")
 
 
-def load_recipe(recipe: str | os.PathLike[str] | Mapping[str, Any], overrides: Sequence[str] = (), *,
-                registry: Registry | None = None, source: str | None = None,
-                distributions: Mapping[str, str] | None = None, objects: Collection[str] = ()) -> RunSpec:
-    """Read, override and validate a recipe; raise :class:`~corl.errors.ConfigError` with one line
-    per mistake, each starting with where the recipe came from.
-
-    ``recipe``: a TOML file, or an already-parsed table (a dict, e.g. a run's ``recipe.json``).
-    ``overrides``: ``key.path=value`` strings, as ``--set`` takes them (values parse as TOML).
-    ``registry``: the components to validate against (:func:`corl.plugins.registry_of` a run's plugin
-    manager); by default one built from every installed plugin, and then ``distributions`` too.
-    ``source``: the file a table came from, so that relative data paths in it resolve against that
-    file (default ``"<recipe>"``; a file is its own source). ``distributions``: the loaded plugin
-    distributions, name -> version, that ``run.plugins`` is checked against (None: not checked).
-    ``objects``: the component kinds (``task``, ``aggregator``, ``router``) the caller hands in as
-    objects, as ``corl.run(..., router=obj)`` does; a recipe that records such objects (an embedded
-    run's ``recipe.json``) loads only where the same kinds are handed in again.
-    """
-    from corl.recipe.overrides import apply_overrides, read_toml
-
-    if registry is None:
-        from corl.plugins import distributions as loaded
-        from corl.plugins import make_plugin_manager, registry_of
-
-        pm = make_plugin_manager()
-        registry, distributions = registry_of(pm), loaded(pm)
-    if isinstance(recipe, Mapping):
-        data, source = _deepcopy(recipe), source or "<recipe>"
-    else:
-        data, source = read_toml(recipe), str(recipe)
-    data = apply_overrides(data, list(overrides))
-    try:
-        return validate(data, registry, source, distributions=distributions, objects=objects)
-    except ConfigError as exc:
-        raise ConfigError(*(f"{source}: {p}" for p in exc.problems)) from None
-
-
-def _deepcopy(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _deepcopy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_deepcopy(v) for v in value]
-    return value

@@ -1,7 +1,5 @@
 """The run: build the components, evaluate, train step after step, checkpoint, evaluate, summarise.
 
-(Just over 300 lines: the run's life cycle, read top to bottom; its parts already live apart.)
-
 :class:`Run` holds what a run is made of and drives the loop; one step lives in
 :mod:`corl.runtime.step`, evaluation in :mod:`corl.runtime.evaluation`, the state carried between
 steps in :mod:`corl.runtime.state`. Hooks see the run through :class:`corl.runtime.view.RunView`.

@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from corl.protocols import AnswerVerifier
+from corl.protocols import AnswerVerifier, WarmStartedAgent
 from corl.types import PseudoLabel, Vote
 
 #: per-rank metrics that add up over an agent's ranks (the rest are averaged)
@@ -97,5 +97,6 @@ def run_summary(run, seconds: float) -> dict[str, Any]:
 
 def warm_ups(run) -> dict[str, Any]:
     """The supervised warm-up each agent (of this process) started from: its record (base and warm-up
-    fingerprints, settings), for agents that had one (``agents[i].warm_up``)."""
-    return {slot.name: record for slot in getattr(run, "agents", ()) if (record := getattr(slot.agent, "warm_up", None))}
+    fingerprints, settings), for agents that had one (:class:`~corl.protocols.WarmStartedAgent`)."""
+    return {slot.name: slot.agent.warm_up for slot in run.agents
+            if isinstance(slot.agent, WarmStartedAgent) and slot.agent.warm_up}

@@ -11,8 +11,11 @@ In a ``conftest.py``: ``pytest_plugins = ["corl.testing"]``. Then:
   against a policy that really learns from their rewards; it answers in your task's alphabet when
   told it (a ``vocabulary``, or ``FakePlugin(answers=...)``), in one token or several (``tokens``);
 * :func:`context`: a ``Context`` for calling a factory by hand (its ``ctx.build`` builds registered
-  components, for a wrapper under test); :func:`tiny_agent`: a real tiny language-model agent and the
-  context a sampler for it is built with (for ``conformance.check_sampler``);
+  components, for a wrapper under test); :func:`tiny_agent`: a real tiny agent of a type that declares
+  a ``tiny`` setup and the context a sampler for it is built with (for ``conformance.check_sampler``);
+* :func:`run_view`: the run an observer's hooks are handed (:class:`corl.context.RunView`), for
+  calling them by hand, with the stops it asks for recorded; :class:`ToyAgent`: an agent whose token
+  log-probs are its own parameters (an optimizer's exact gradients; a state to save and restore);
 * :func:`interrupt_and_resume`: a run straight and the same run stopped after a checkpoint and
   resumed, both outcomes (``conformance.check_resume`` asserts they are equal);
 * :func:`install_plugin` / the ``installed_plugin`` fixture: a plugin *distribution* made from
@@ -21,8 +24,9 @@ In a ``conftest.py``: ``pytest_plugins = ["corl.testing"]``. Then:
   import fails);
 * :func:`fails_naming`: the block must fail the way a user should see your plugin fail, one line
   (a :class:`corl.PluginError`, exit status 2) that names it;
-* :data:`TINY` and :func:`tiny_for`: overrides that shrink a shipped recipe to seconds;
-  :func:`outcome`: a finished run's summary, metrics and final weights without timings, to compare
+* :func:`fake_recipe`: a recipe of fake agents, changed at any key path; :func:`write_recipe`: a
+  recipe table as a TOML file, for ``corl run FILE``;
+* :func:`outcome`: a finished run's summary, metrics and final weights without timings, to compare
   two runs exactly.
 
 Testing your plugin's failure paths (a ``tests/test_failures.py`` of a plugin package)::
@@ -55,7 +59,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -67,45 +70,7 @@ from corl.plugins import make_plugin_manager, registry_of
 from corl.recipe.schema import RunSection
 from corl.testing.dists import BROKEN_PLUGIN, install_plugin, uninstall_plugin
 from corl.testing.fakes import FakeAgent, FakeAgentConfig, FakeOptimizer, FakeOptimizerConfig, FakePlugin, FakeSampler
-
-#: Overrides that shrink any shipped recipe to seconds on 2 cores.
-TINY = [
-    "run.steps=2", "run.prompts_per_step=8", "zoo.steps=20", "task.seed_size=256", "task.train_size=64",
-    "task.eval_size=32", "eval.size=16", "eval.k=4", "voting.n_votes=4", "voting.n_train=4",
-]
-#: TINY's task.* keys are the arithmetic (addition, shapes) task's; other task types shrink their data their own way.
-TINY_TASK = {"jsonl": ["task.limit=256"],
-             "expressions": ["task.seed_size=128", "task.train_size=16", "task.eval_size=16"]}
-#: Real pretrained models (recipes with pypi: agents): two steps of 2 prompts x 4 samples.
-TINY_REAL = ["run.steps=2", "run.prompts_per_step=2", "voting.n_votes=4", "voting.n_train=4", "task.train_size=4",
-             "task.eval_size=2", "eval.size=2", "eval.k=4"]
-
-
-def tiny_for(recipe: str | Path) -> list[str]:
-    """:data:`TINY`, adapted to a recipe file's task type and agents."""
-    data = tomllib.loads(Path(recipe).read_text())
-    agents = data.get("agents", [])
-    if any(str(a.get("model", "")).startswith("pypi:") for a in agents):
-        return TINY_REAL + [f"agents[{i}].sampler.max_new_tokens=12" for i in range(len(agents))]
-    task = data.get("task", {}).get("type", "arithmetic")
-    own = [f"agents[{i}].zoo_steps=20" for i, a in enumerate(agents) if "zoo_steps" in a]  # outranks zoo.steps
-    own += [f"agents[{i}].zoo_stop=10" for i, a in enumerate(agents) if "zoo_stop" in a]  # within the 20 steps
-    own += ["zoo.stop=10"] if "stop" in data.get("zoo", {}) else []
-    # zoo.steps shrinks the warm-start a [zoo] table asks for; shipped zoo models (zoo:*-add3) have none
-    tiny = TINY if "zoo" in data else [x for x in TINY if not x.startswith("zoo.")]
-    if task in ("arithmetic", "addition", "shapes"):
-        return tiny + own
-    return [x for x in tiny if not x.startswith("task.")] + TINY_TASK.get(task, []) + own
-
-
-def base_recipe() -> dict[str, Any]:
-    """Two zoo agents of two families in a ring: the smallest recipe of real models."""
-    return {
-        "run": {"steps": 3},
-        "agents": [{"name": "a", "model": "zoo:llama-tiny"}, {"name": "b", "model": "zoo:qwen2-tiny"}],
-        "voting": {"n_votes": 8, "n_train": 4},
-        "topology": {"type": "ring"},
-    }
+from corl.testing.toys import ToyAgent, ToyAgentView, ToyRunView, run_view
 
 
 def fake_recipe(agents: int = 3, **changes: Any) -> dict[str, Any]:
@@ -125,6 +90,22 @@ def fake_recipe(agents: int = 3, **changes: Any) -> dict[str, Any]:
         "eval": {"size": 32, "k": 4},
     }
     return apply_overrides(data, [f"{k}={_toml(v)}" for k, v in changes.items()])
+
+
+def write_recipe(path: str | Path, recipe: Mapping[str, Any]) -> Path:
+    """``recipe`` (a table, e.g. :func:`fake_recipe`) as a TOML file at ``path``, for ``corl run FILE``
+    in a subprocess; returns the path."""
+    lines: list[str] = []
+    for key, value in recipe.items():
+        if isinstance(value, Mapping):
+            lines += [f"[{key}]", *(f"{json.dumps(str(k))} = {_toml(v)}" for k, v in value.items()), ""]
+        elif isinstance(value, (list, tuple)) and value and all(isinstance(v, Mapping) for v in value):
+            for table in value:
+                lines += [f"[[{key}]]", *(f"{json.dumps(str(k))} = {_toml(v)}" for k, v in table.items()), ""]
+        else:
+            lines.insert(0, f"{json.dumps(str(key))} = {_toml(value)}")  # before the first table header
+    Path(path).write_text("\n".join(lines))
+    return Path(path)
 
 
 def _toml(value: Any) -> str:
@@ -243,20 +224,31 @@ def context(*, agent_name: str = "a", task: Any = None, agent: Any = None, seed:
                    builder=build)
 
 
-def tiny_agent(task: Any = None, *, model: str = "zoo:llama-tiny", warm_steps: int = 5, name: str = "a",
-               plugins: Sequence[Any] = ()) -> tuple[Any, Context]:
-    """A real tiny language-model agent and the context a sampler for it is built with (``ctx.agent``
-    set): the built-in ``hf`` agent on a zoo model (the zoo's alphabet is ``0-9 + - * = |``),
-    warm-started ``warm_steps`` steps on ``task``'s seed split (default: a small arithmetic task),
-    seconds on a CPU. For :func:`corl.testing.conformance.check_sampler` on your sampler, or on one
-    that wraps ``hf``: ``agent, ctx = tiny_agent(); check_sampler(agent, MySampler(config, ctx), prompts)``."""
+def tiny_agent(task: Any = None, *, agent_type: str | None = None, model: str | None = None, warm_steps: int = 5,
+               name: str = "a", plugins: Sequence[Any] = ()) -> tuple[Any, Context]:
+    """A real tiny agent and the context a sampler for it is built with (``ctx.agent`` set), seconds on
+    a CPU: the agent type ``agent_type`` (default: the first, by name, whose factory declares a ``tiny``
+    setup, :class:`corl.traits.TinySetup`; the built-in ``hf`` agent on a zoo model does),
+    warm-started ``warm_steps`` steps on ``task``'s seed split (default: the task of its tiny setup);
+    ``model`` replaces what it loads (its ``model_key``). For :func:`corl.testing.conformance.check_sampler`
+    on your sampler, or on one that wraps the agent's own: ``agent, ctx = tiny_agent(); check_sampler(agent,
+    MySampler(config, ctx), prompts)``."""
+    registry = registry_of(make_plugin_manager(_with_fakes(plugins), autoload=False))
+    tiny = [n for n in registry.names("agent") if registry.get("agent", n).traits.tiny is not None]
+    if agent_type is None and not tiny:
+        raise LookupError("no registered agent type declares a tiny setup (corl.traits.AgentTraits.tiny)")
+    agent_type = agent_type or tiny[0]
+    declared = registry.get("agent", agent_type).traits
+    if declared.tiny is None:
+        raise LookupError(f"agent type {agent_type!r} declares no tiny setup; these do: {', '.join(tiny) or 'none'}")
+    setup = declared.tiny(warm_steps)
+    table = {**setup.agent, **({declared.model_key: model} if model is not None else {})}
     ctx = context(agent_name=name, plugins=plugins)
     if task is None:
-        task = ctx.build("task", "arithmetic", {"seed_size": 64, "train_size": 16, "eval_size": 4})
-    registry = registry_of(make_plugin_manager(_with_fakes(plugins), autoload=False))
-    zoo = next(s for s in registry.sections() if s.name == "zoo").config_cls(steps=warm_steps)
-    ctx = context(agent_name=name, task=task, sections={"zoo": zoo}, plugins=plugins)
-    agent = ctx.build("agent", "hf", {"model": model})
+        task = ctx.build("task", setup.task["type"], {k: v for k, v in setup.task.items() if k != "type"})
+    sections = {s.name: s.config_cls() for s in registry.sections()}  # every plugin section at its defaults
+    ctx = context(agent_name=name, task=task, sections=sections, plugins=plugins)
+    agent = ctx.build("agent", agent_type, table)
     return agent, attrs.evolve(ctx, agent=agent)
 
 
@@ -333,7 +325,7 @@ if pytest is not None:
 
 
 __all__ = [
-    "BROKEN_PLUGIN", "TINY", "TINY_REAL", "TINY_TASK", "FakeAgent", "FakeAgentConfig", "FakeOptimizer",
-    "FakeOptimizerConfig", "FakePlugin", "FakeSampler", "Failure", "base_recipe", "context", "fails_naming", "fake_recipe",
-    "install_plugin", "interrupt_and_resume", "outcome", "run_tiny", "tiny_agent", "tiny_for", "uninstall_plugin",
+    "BROKEN_PLUGIN", "FakeAgent", "FakeAgentConfig", "FakeOptimizer", "FakeOptimizerConfig", "FakePlugin", "FakeSampler",
+    "Failure", "ToyAgent", "ToyAgentView", "ToyRunView", "context", "fails_naming", "fake_recipe", "install_plugin",
+    "interrupt_and_resume", "outcome", "run_tiny", "run_view", "tiny_agent", "uninstall_plugin", "write_recipe",
 ]

@@ -18,7 +18,7 @@ from corl.context import Context
 from corl.errors import ConfigError, CorlError, TrainingError
 from corl.plugins import build_registry, make_plugin_manager
 from corl.recipe import load_recipe
-from corl.testing import TINY
+from tests.kit import TINY
 from tests.kit import hf_agent as make_agent
 from tests.plugins import fakes
 

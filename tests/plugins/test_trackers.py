@@ -181,10 +181,10 @@ def wandb_summary(records) -> dict:
 
 
 def test_the_wandb_summary_keeps_no_cohort_value_the_last_evaluation_left_undefined(tmp_path):
-    from types import SimpleNamespace
+    from corl.testing import run_view
 
     (tmp_path / "recipe.json").write_text('{"run": {"steps": 2}}')
-    view = SimpleNamespace(output_dir=tmp_path, start_step=0, spec=SimpleNamespace(run=SimpleNamespace(name="t")))
+    view = run_view(tmp_path, name="t")
     observer = corl_wandb.WandbObserver(corl_wandb.WandbConfig(mode="offline"))
     observer.corl_on_run_start(view)
     results = {"a": {"pass@1": 0.5}, "b": {"pass@1": 0.25}}

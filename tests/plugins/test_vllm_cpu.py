@@ -21,8 +21,7 @@ import torch
 import corl
 from corl.builtin.policy import GRPOConfig, grpo
 from corl.errors import TrainingError
-from corl.testing import TINY
-from tests.kit import hf_agent, zoo_context
+from tests.kit import TINY, hf_agent, zoo_context
 
 if not os.environ.get("CORL_TEST_VLLM"):
     pytest.importorskip("vllm", reason="vLLM is not installed (tox -e vllm installs its CPU build)")

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from corl.testing import tiny_for
+from tests.kit import tiny_for
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "recipes" / "code_ring.toml"

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from corl.testing import TINY
+from tests.kit import TINY
 
 ROOT = Path(__file__).resolve().parents[2]
 

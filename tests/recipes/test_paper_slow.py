@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from corl.testing import TINY
+from tests.kit import TINY
 
 ROOT = Path(__file__).resolve().parents[2]
 PAPER = ROOT / "recipes" / "paper"

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from corl.recipe.locate import shipped_recipes
-from corl.testing import tiny_for
-from tests.kit import real_models_missing
+from tests.kit import real_models_missing, tiny_for
 
 ROOT = Path(__file__).resolve().parents[2]
 #: shrunk runs of minutes (the two real models: 2 steps of real_headroom took 5.3 min on 2 idle-ish

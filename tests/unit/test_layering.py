@@ -127,7 +127,6 @@ def test_registering_every_builtin_imports_no_torch():
 #: (a component's optional capabilities are declared: protocols, and traits read by corl.traits).
 NOT_COMPONENTS = {
     ("corl.builtin.hf.models.config", "warm_up_needs_seed"): "an agent config's warm_up key, absent from agent types without one (hf_vision)",
-    ("corl.runtime.metrics", "warm_ups"): "an agent's warm-up record for summary.json; to become a declared trait (the agent surface's cleanup)",
     ("corl.builtin.hf.backend.recompute", "activation_bytes"): "a transformers model, config or output (attributes differ by architecture and version)",
     ("corl.builtin.hf.backend.static_decode", "decode_static"): "a transformers model, config or output (attributes differ by architecture and version)",
     ("corl.builtin.hf.backend.decode", "processors"): "a sampler config's knob, absent from samplers' configs without it (hf_vision)",
@@ -142,7 +141,7 @@ NOT_COMPONENTS = {
     ("corl.plugins", "_raised_by"): "a pluggy hook by name; a function's code object",
     ("corl.plugins", "_hook_problem"): "a pluggy hook by name, for its spec's arguments",
     ("corl.recipe.structure", "type_name"): "a type's name, for messages",
-    ("corl.recipe.validate", "_import_path_component"): "the attribute an import path names, in its module",
+    ("corl.recipe.components", "_import_path_component"): "the attribute an import path names, in its module",
     ("corl.context", "Closers.close"): "a function's name, for messages",
     ("corl.builtin.policy.optimizer", "PolicyGradient.step"): "a torch tensor (a DTensor when sharded)",
     ("corl.builtin.policy.optimizer", "PolicyGradient.save_state"): "torch tensors (DTensors when sharded)",

@@ -5,13 +5,13 @@ import logging
 import os
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
 import corl
 from corl import logs
-from corl.testing import fake_recipe, install_plugin, uninstall_plugin
+from corl.testing import fake_recipe, install_plugin, uninstall_plugin, write_recipe
+from corl.types import StepMetrics
 from tests.kit import ROOT
 
 
@@ -139,38 +139,9 @@ def corl_register_components(registry):
     FakePlugin().corl_register_components(registry)
 '''
 
-RECIPE = '''
-[run]
-name = "tiny"
-steps = 20
-prompts_per_step = 8
-threads = 1
-checkpoint_every = 10
-observers = ["console", "jsonl"]
-[task]
-type = "arithmetic"
-seed_size = 0
-train_size = 64
-eval_size = 32
-[[agents]]
-name = "a"
-type = "fake"
-accuracy = 0.4
-optimizer = { type = "fake" }
-[[agents]]
-name = "b"
-type = "fake"
-accuracy = 0.5
-optimizer = { type = "fake" }
-[voting]
-n_votes = 8
-n_train = 8
-[topology]
-type = "ring"
-[eval]
-size = 32
-k = 4
-'''
+#: two fake agents, "a" and "b", for 20 steps with the console's progress lines
+RECIPE = fake_recipe(2, **{"run.steps": 20, "run.checkpoint_every": 10, "run.observers": ["console", "jsonl"],
+                           "agents[0].name": "a", "agents[1].name": "b"})
 
 
 @pytest.fixture
@@ -181,7 +152,7 @@ def fakes_installed(tmp_path):
 
 
 def test_a_cli_run_off_a_terminal_writes_progress_lines(tmp_path, fakes_installed):
-    (tmp_path / "r.toml").write_text(textwrap.dedent(RECIPE))
+    write_recipe(tmp_path / "r.toml", RECIPE)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fakes_installed), str(ROOT)])}
     res = subprocess.run([sys.executable, "-m", "corl.cli", "run", str(tmp_path / "r.toml"), "--set",
                           f"run.output_dir='{tmp_path / 'out'}'"], capture_output=True, text=True, env=env, timeout=300)
@@ -198,7 +169,7 @@ def test_a_cli_run_off_a_terminal_writes_progress_lines(tmp_path, fakes_installe
 
 
 def test_cli_log_level_is_set_by_environment(tmp_path, fakes_installed):
-    (tmp_path / "r.toml").write_text(textwrap.dedent(RECIPE))
+    write_recipe(tmp_path / "r.toml", RECIPE)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fakes_installed), str(ROOT)]), "CORL_LOG_LEVEL": "warning"}
     res = subprocess.run([sys.executable, "-m", "corl.cli", "run", str(tmp_path / "r.toml"), "--set",
                           f"run.output_dir='{tmp_path / 'out'}'"], capture_output=True, text=True, env=env, timeout=300)
@@ -206,8 +177,6 @@ def test_cli_log_level_is_set_by_environment(tmp_path, fakes_installed):
 
 
 def test_the_first_eta_leaves_the_evaluation_before_step_1_out(caplog, monkeypatch):
-    from types import SimpleNamespace
-
     from corl.builtin.observers import ConsoleObserver
 
     monkeypatch.setattr(logs, "interactive", lambda: False)
@@ -217,10 +186,10 @@ def test_the_first_eta_leaves_the_evaluation_before_step_1_out(caplog, monkeypat
         clock.now += 60  # the evaluation before step 1 (a real model: a minute)
         console.corl_on_eval_end(run=None, step=0, results={"a": {"pass@1": 0.5}})
         clock.now += 2
-        console.corl_on_step_end(run=None, step=1, metrics=SimpleNamespace(agents={"a": {"reward_mean": 0.25}}))
+        console.corl_on_step_end(run=None, step=1, metrics=StepMetrics(1, {"a": {"reward_mean": 0.25}}, 2.0))
         clock.now += 30  # a later evaluation is not taken out: the ETA includes the ones to come
         console.corl_on_eval_end(run=None, step=1, results={"a": {"pass@1": 0.5}})
-        console.corl_on_step_end(run=None, step=2, metrics=SimpleNamespace(agents={"a": {"reward_mean": 0.25}}))
+        console.corl_on_step_end(run=None, step=2, metrics=StepMetrics(2, {"a": {"reward_mean": 0.25}}, 30.0))
     lines = [r.getMessage() for r in caplog.records]
     assert "co-rl x: step 1/10 (10%), 2s elapsed, 2.00 s/step, ETA 18s  a: r=0.25" in lines
     assert "co-rl x: step 2/10 (20%), 32s elapsed, 16.00 s/step, ETA 2m08s  a: r=0.25" in lines

@@ -4,7 +4,7 @@ import corl
 from corl.errors import ConfigError, PluginError
 from corl.plugins import ALLOW_ENV, AUTOLOAD_ENV, BUILTIN_PLUGINS, build_registry, describe, make_plugin_manager
 from corl.recipe import load_recipe
-from corl.testing import base_recipe
+from tests.kit import base_recipe
 
 PLUGIN_SOURCE = '''
 import attrs

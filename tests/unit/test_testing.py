@@ -83,7 +83,7 @@ def test_the_kits_failure_path_example_runs_as_written(tmp_path, broken_plugin, 
 
 
 def test_tiny_for_shrinks_a_warm_start_only_where_a_recipe_asks_for_one(tmp_path):
-    from corl.testing import TINY, tiny_for
+    from tests.kit import TINY, tiny_for
 
     root = Path(__file__).resolve().parents[2] / "recipes"
     assert "zoo.steps=20" not in tiny_for(root / "three_agent_ring.toml")  # shipped zoo:*-add3 models: no [zoo]
@@ -134,3 +134,71 @@ def test_fake_recipe_takes_tables_at_any_key():
                             "shaping": [{"name": "len", "type": "length", "weight": 0.1}]})
     assert recipe["task"] == {"type": "addition", "train_size": 16}
     assert recipe["agents"][1]["sampler"] == {"type": "fake"} and recipe["shaping"][0]["weight"] == 0.1
+
+
+def test_write_recipe_writes_the_table_a_recipe_file_reads_back(tmp_path):
+    import tomllib
+
+    from corl.recipe import load_recipe
+    from corl.testing import write_recipe
+
+    recipe = fake_recipe(2, **{"run.steps": 20, "agents[1].sampler": {"type": "fake"}, "agents[0].name": "a",
+                               "shaping": [{"name": "len", "type": "length_penalty", "max_tokens": 8, "weight": 0.1}]})
+    path = write_recipe(tmp_path / "r.toml", recipe)
+    assert tomllib.loads(path.read_text()) == recipe
+    registry = registry_with_fakes()
+    assert load_recipe(path, registry=registry).agents[0].name == "a"
+
+
+def registry_with_fakes():
+    from corl.plugins import make_plugin_manager, registry_of
+
+    return registry_of(make_plugin_manager([FakePlugin()], autoload=False))
+
+
+def test_run_view_is_the_run_an_observer_sees_and_records_its_stops(tmp_path):
+    from corl.context import RunView
+    from corl.testing import ToyAgent, ToyAgentView, run_view
+
+    trained, frozen = ToyAgentView("a", ToyAgent(), optimizer=object()), ToyAgentView("j", ToyAgent())
+    view = run_view(tmp_path, agents=[trained, frozen], start_step=3, name="t", steps=9)
+    assert isinstance(view, RunView) and view.output_dir == tmp_path and view.start_step == 3
+    assert (view.spec.run.name, view.spec.run.steps) == ("t", 9)
+    assert [(a.name, a.frozen) for a in view.spec.agents] == [("a", False), ("j", True)]
+    assert view.layout.is_writer and view.layout.leads("a")
+    view.request_stop("enough")
+    assert view.stops == ["enough"]
+
+
+def test_toy_agent_is_an_agent_whose_state_round_trips(tmp_path):
+    import torch
+
+    from corl.protocols import Agent
+    from corl.testing import ToyAgent
+
+    agent = ToyAgent(2, 3)
+    assert isinstance(agent, Agent) and agent.parameters() == [agent.theta]
+    with torch.no_grad():
+        agent.theta.fill_(2.0)
+    agent.freeze_reference()
+    agent.save_state(str(tmp_path))
+    with torch.no_grad():
+        agent.theta.fill_(5.0)
+    logp, entropy = agent.token_logprobs(None, [1], reference=True)
+    assert logp.tolist() == [[2.0] * 3] and entropy.shape == (1, 3)
+    held = agent.theta
+    agent.load_state(str(tmp_path))
+    assert agent.theta is held and agent.theta.tolist() == [[2.0] * 3] * 2
+
+
+def test_tiny_agent_is_built_from_the_setup_its_type_declares(cache_dir):
+    import pytest
+
+    from corl.protocols import LanguageModelAgent
+    from corl.testing import tiny_agent
+
+    agent, ctx = tiny_agent(warm_steps=1, name="t")
+    assert isinstance(agent, LanguageModelAgent) and ctx.agent is agent and agent.name == "t"
+    assert ctx.task.split("seed")  # the task of the hf agent's tiny setup, warm-started on
+    with pytest.raises(LookupError, match=r"agent type 'fake' declares no tiny setup; these do: hf$"):
+        tiny_agent(agent_type="fake")

@@ -26,7 +26,7 @@ from corl.builtin.hf.reward_model import RewardModel, RewardModelConfig
 from corl.builtin.hf.vision import make_vision_agent, make_vision_sampler
 from corl.builtin.hf.vision.config import HFVisionAgentConfig, VisionSamplerConfig
 from corl.hookspecs import hookimpl
-from corl.traits import ModelFacts
+from corl.traits import ModelFacts, TinySetup
 
 
 def describe(config: HFAgentConfig | HFVisionAgentConfig) -> ModelFacts:
@@ -37,6 +37,16 @@ def describe(config: HFAgentConfig | HFVisionAgentConfig) -> ModelFacts:
 # device from `describe`; `corl eval` points `model` at a run's exported weights.
 make_agent.describe = make_vision_agent.describe = describe
 make_agent.model_key = make_vision_agent.model_key = "model"
+
+
+def tiny(warm_steps: int) -> TinySetup:
+    """The ``hf`` agent's smallest setup (``corl.testing.tiny_agent``): a zoo model warm-started
+    ``warm_steps`` steps on a small arithmetic task (the zoo's alphabet, ``0-9 + - * = |``)."""
+    return TinySetup({"model": "zoo:llama-tiny", "zoo_steps": warm_steps},
+                     {"type": "arithmetic", "seed_size": 64, "train_size": 16, "eval_size": 4})
+
+
+make_agent.tiny = tiny  # a trait (corl.traits.AgentTraits)
 
 
 @hookimpl

@@ -3,7 +3,8 @@ colocated with an ``hf`` agent's trainer. Its import path stays put whatever mov
 package; its names are :data:`__all__` (docs/explanation/architecture.md, "The public API for engine plugins").
 A plugin writes an :class:`Engine` adapter and a ``build(agent, config, ctx, sleep=...)`` that starts
 its engine, and registers ``sampler_factory(name, build)`` with :class:`EngineSamplerConfig` (or a
-subclass adding the engine's keys); it samples for any agent with the :class:`EngineAgent` surface.
+subclass adding the engine's keys); it samples for any agent with the
+:class:`~corl.protocols.LanguageModelAgent` surface (the contract's).
 
 The trainer is the agent's transformers model; the engine only samples, on the agent's device:
 a GPU (in the trainer's process, or in processes the engine starts beside it) or the CPU (vLLM's
@@ -33,10 +34,10 @@ import attrs
 
 from corl.builtin.hf.backend.batch import rollout
 from corl.errors import CorlError, TrainingError
-from corl.protocols import missing_members
+from corl.protocols import LanguageModelAgent, missing_members
 from corl.types import Prompt, Rollout
 
-__all__ = ["Engine", "EngineAgent", "EngineSamplerConfig", "SamplingRequest", "ColocatedSampler", "sampler_factory",
+__all__ = ["Engine", "EngineSamplerConfig", "SamplingRequest", "ColocatedSampler", "sampler_factory",
            "serves_hf_agent", "model_source", "engine_device", "device_index", "resolve_sleep", "import_engine",
            "encode_prompts", "pack_samples", "trainer_weights", "trainer_logprobs", "probe_gap", "PROBE_SAMPLES",
            "FLOAT32_TOLERANCE", "HALF_PRECISION_TOLERANCE"]
@@ -118,27 +119,10 @@ class Engine(Protocol):
         """Stop the engine and release what it holds (processes, files); called once, at the end."""
 
 
-class EngineAgent(Protocol):
-    """What an engine sampler needs of the agent it samples for (the ``hf`` agent has all of it):
-    the transformers model the trainer updates, its tokenizer (EOS and padding), the device the
-    engine runs on, prompts encoded as the agent encodes them, and its weights to push."""
-
-    name: str
-    tokenizer: Any
-    model: Any  # a transformers model: ``name_or_path`` / ``config`` say where it came from
-    device: Any
-
-    def encode(self, prompts: Sequence[Prompt]) -> Any:
-        """Left-padded ``input_ids`` and ``attention_mask`` (chat template applied as the agent's own)."""
-
-    def weights(self) -> Iterable[tuple[str, Any]]:
-        """``(Hugging Face name, whole tensor)`` of every parameter, one at a time (:meth:`Engine.load_weights`)."""
-
-
-def serves_hf_agent(ctx, sampler: str) -> EngineAgent:
-    """The agent a colocated engine samples for: one with the :class:`EngineAgent` surface."""
+def serves_hf_agent(ctx, sampler: str) -> LanguageModelAgent:
+    """The agent a colocated engine samples for: one with the :class:`~corl.protocols.LanguageModelAgent` surface."""
     agent = ctx.agent
-    lacking = ["the agent"] if agent is None else missing_members(agent, EngineAgent)
+    lacking = ["the agent"] if agent is None else missing_members(agent, LanguageModelAgent)
     if lacking:
         raise CorlError(f"agent {ctx.agent_name!r}: sampler {sampler!r} samples for an hf agent (a transformers "
                         f"model the trainer updates; this one has no {', '.join(lacking)}); give that agent "
@@ -146,12 +130,12 @@ def serves_hf_agent(ctx, sampler: str) -> EngineAgent:
     return agent
 
 
-def model_source(agent: EngineAgent) -> str:
+def model_source(agent: LanguageModelAgent) -> str:
     """The folder (or hub id) the agent's weights came from, for the engine to load the same model."""
     return str(getattr(agent.model, "name_or_path", "") or agent.model.config._name_or_path)
 
 
-def engine_device(agent: EngineAgent):
+def engine_device(agent: LanguageModelAgent):
     """Where the engine runs: the agent's own device (a CUDA device with its index, or the CPU)."""
     import torch
 
@@ -163,7 +147,7 @@ def engine_device(agent: EngineAgent):
     return device
 
 
-def device_index(agent: EngineAgent) -> int:
+def device_index(agent: LanguageModelAgent) -> int:
     """The CUDA device the agent's trainer sits on (engines that only run on a GPU take the same one)."""
     device = engine_device(agent)
     if device.type != "cuda":
@@ -235,7 +219,7 @@ class ColocatedSampler:
         self.floor = 0.0  # the engine's own precision gap on the start weights (calibrate)
         self.last_gap: float | None = None
 
-    def calibrate(self, agent: EngineAgent, prompt: Prompt) -> float:
+    def calibrate(self, agent: LanguageModelAgent, prompt: Prompt) -> float:
         """Measure the gap an engine shows when it holds exactly the trainer's weights (its dtype's and
         kernels' rounding): on the start weights, which both loaded from the same folder, before any
         step, on completions sampled as the checks' probes are. The check after every sync allows
@@ -248,7 +232,7 @@ class ColocatedSampler:
         self.floor = self._gap(agent, [([*ids, *completion], len(ids)) for completion, _ in samples])
         return self.floor
 
-    def sample(self, agent: EngineAgent, prompts: Sequence[Prompt], n: int, *, greedy: bool = False,
+    def sample(self, agent: LanguageModelAgent, prompts: Sequence[Prompt], n: int, *, greedy: bool = False,
                temperature: float | None = None) -> Rollout:
         import torch
 
@@ -275,12 +259,12 @@ class ColocatedSampler:
             self.asleep, self.current = True, False
         return packed
 
-    def sync(self, agent: EngineAgent) -> None:
+    def sync(self, agent: LanguageModelAgent) -> None:
         """The trainer stepped: push its weights now (and check them)."""
         self.current = False
         self._ready(agent)
 
-    def _ready(self, agent: EngineAgent) -> None:
+    def _ready(self, agent: LanguageModelAgent) -> None:
         if self.asleep:
             self.engine.wake()
             self.asleep = False
@@ -290,7 +274,7 @@ class ColocatedSampler:
             if self.config.check_sync and self.probes:
                 self.check(agent)
 
-    def _gap(self, agent: EngineAgent, probes: Sequence[tuple[list[int], int]]) -> float:
+    def _gap(self, agent: LanguageModelAgent, probes: Sequence[tuple[list[int], int]]) -> float:
         probes = [(ids, start) for ids, start in probes if len(ids) > 1]
         engine = [self.engine.score(ids) for ids, _ in probes]
         trainer = [trainer_logprobs(agent, ids, self.dtype) for ids, _ in probes]
@@ -306,7 +290,7 @@ class ColocatedSampler:
             return self.config.sync_tolerance
         return HALF_PRECISION_TOLERANCE if self.dtype in ("bfloat16", "float16") else FLOAT32_TOLERANCE
 
-    def check(self, agent: EngineAgent) -> float:
+    def check(self, agent: LanguageModelAgent) -> float:
         """The mean gap over the probes' sampled tokens (:func:`probe_gap`); past the tolerance plus
         twice the engine's own floor (:meth:`calibrate`) the run stops."""
         gap = self.last_gap = self._gap(agent, self.probes)
@@ -320,19 +304,19 @@ class ColocatedSampler:
         return gap
 
 
-def encode_prompts(agent: EngineAgent, prompts: Sequence[Prompt]) -> list[list[int]]:
+def encode_prompts(agent: LanguageModelAgent, prompts: Sequence[Prompt]) -> list[list[int]]:
     """Each prompt's token ids, exactly as the agent encodes them for itself (chat template included)."""
     enc = agent.encode(prompts)
     return [ids[mask.bool()].tolist() for ids, mask in zip(enc["input_ids"], enc["attention_mask"])]
 
 
-def trainer_weights(agent: EngineAgent) -> Iterable[tuple[str, Any]]:
+def trainer_weights(agent: LanguageModelAgent) -> Iterable[tuple[str, Any]]:
     """The trainer's parameters under their Hugging Face names (tied weights once), one at a time:
     adapters merged in, a sharded agent's gathered tensor by tensor (:meth:`HFAgent.weights`)."""
     return agent.weights()
 
 
-def trainer_logprobs(agent: EngineAgent, ids: Sequence[int], dtype: str = "float32") -> list[float]:
+def trainer_logprobs(agent: LanguageModelAgent, ids: Sequence[int], dtype: str = "float32") -> list[float]:
     """The trainer's log-probs (temperature 1) of ``ids[1:]``, its matmuls in ``dtype``: a bf16
     engine is compared with the trainer's weights rounded as the engine's are (autocast rounds each
     weight to bf16, to nearest, as the engine's load does), since a bf16 copy of updated float32
@@ -361,7 +345,7 @@ def import_engine(module: str, sampler: str, install: str):
         raise CorlError(f"sampler {sampler!r} needs the {module} package ({exc}); install it with {install}") from None
 
 
-def pack_samples(agent: EngineAgent, prompts: Sequence[Prompt], prompt_ids: Sequence[Sequence[int]],
+def pack_samples(agent: LanguageModelAgent, prompts: Sequence[Prompt], prompt_ids: Sequence[Sequence[int]],
                  samples: Sequence[Sequence[tuple[Sequence[int], Sequence[float]]]], temperature: float,
                  max_new_tokens: int = 0) -> Rollout:
     """A rollout in the hf agent's own format from tokens another engine sampled (vLLM, SGLang).

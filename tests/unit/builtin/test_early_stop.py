@@ -1,16 +1,16 @@
 """The label-free collusion early stop: the signal, the roll-back, and Run.request_stop."""
 
-from pathlib import Path
-from types import SimpleNamespace
-
 import pytest
+import torch
 
 import corl
 from corl.builtin.early_stop import EarlyStop, EarlyStopConfig, collusion
 from corl.errors import ConfigError
 from corl.plugins import build_registry, make_plugin_manager
 from corl.recipe import load_recipe, to_dict
-from corl.testing import TINY
+from corl.testing import ToyAgent, ToyAgentView, run_view
+from corl.types import StepMetrics
+from tests.kit import TINY
 
 
 def series(rewards, shares, distinct):
@@ -34,40 +34,32 @@ def test_fires_only_when_reward_and_agreement_rise_while_diversity_falls():
                             [5, 5, 5, 4.9, 4.9, 4.9]), CONFIG) is None
 
 
-class FakeAgent:
-    def __init__(self):
-        self.weights, self.loaded = 0, []
+class Syncs(list):
+    """A sampler that records the agents it is synced with."""
 
-    def save_state(self, path):
-        Path(path).mkdir(parents=True, exist_ok=True)
-        (Path(path) / "w").write_text(str(self.weights))
-
-    def load_state(self, path):
-        self.weights = int((Path(path) / "w").read_text())
-        self.loaded.append(self.weights)
+    def sync(self, agent):
+        self.append(agent)
 
 
 def test_observer_rolls_trained_agents_back_to_before_the_trend_and_requests_a_stop():
-    agent, synced, stops = FakeAgent(), [], []
-    slot = SimpleNamespace(name="a", agent=agent, optimizer=object(), sampler=SimpleNamespace(sync=synced.append))
-    judge = SimpleNamespace(name="j", agent=FakeAgent(), optimizer=None, sampler=None)
-    run = SimpleNamespace(agents=[slot, judge], start_step=0, request_stop=stops.append,
-                          spec=SimpleNamespace(agents=[SimpleNamespace(name="a", frozen=False),
-                                                       SimpleNamespace(name="j", frozen=True)]))
+    agent, judge, synced = ToyAgent(name="a"), ToyAgent(name="j"), Syncs()
+    run = run_view(agents=[ToyAgentView("a", agent, synced, optimizer=object()), ToyAgentView("j", judge)])
     obs = EarlyStop(CONFIG)
     obs.corl_on_run_start(run=run)
     steps = series([0.3, 0.3, 0.3, 0.3, 0.3, 0.4, 0.5, 0.6], [0.4, 0.4, 0.4, 0.4, 0.4, 0.5, 0.6, 0.7],
                    [5, 5, 5, 5, 5, 4, 3, 2])
     for step, m in enumerate(steps, 1):
-        agent.weights = step  # "training" changes the weights every step
+        with torch.no_grad():  # "training" changes the weights every step (the frozen judge's too: it must stay)
+            agent.theta.fill_(step)
+            judge.theta.fill_(step)
         flat = {**m, "distinct_answers": 9.0}  # the frozen judge's series never fires
-        obs.corl_on_step_end(run=run, step=step, metrics=SimpleNamespace(agents={"a": m, "j": flat}))
-        if stops:
+        obs.corl_on_step_end(run=run, step=step, metrics=StepMetrics(step, {"a": m, "j": flat}, 0.0))
+        if run.stops:
             break
     # step 6: windows 1-3 vs 4-6 clear the default margins (reward and agreement +0.03, diversity -7%)
-    assert step == 6 and len(stops) == 1 and "agent 'a'" in stops[0]
-    assert agent.weights == 0 and synced == [agent]  # back to step 6 - 2 * window: the base
-    assert judge.agent.loaded == []
+    assert step == 6 and len(run.stops) == 1 and "agent 'a'" in run.stops[0]
+    assert agent.theta.item() == 0 and synced == [agent]  # back to step 6 - 2 * window: the base
+    assert judge.theta.item() == step  # never rolled back
     obs.corl_on_run_end(run=run, summary={})
     assert obs.tmp is None
 

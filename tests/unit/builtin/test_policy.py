@@ -12,6 +12,7 @@ from corl.builtin.policy.losses import LOSS_AGGREGATIONS, clipped_loss, grpo_adv
 from corl.builtin.policy.optimizer import SCHEDULES, lr_multiplier
 from corl.context import Context
 from corl.errors import ConfigError
+from corl.testing import ToyAgent
 from corl.types import Rollout
 
 
@@ -135,25 +136,6 @@ def test_lr_schedules_by_hand():
     cosine = lrs("cosine", 2)
     assert cosine[2:] == pytest.approx([0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * k / 8)) for k in range(8)])
     assert cosine[6] == pytest.approx(0.55) and lrs("cosine", 0, floor=0.0)[0] == 1.0
-
-
-class ToyAgent:
-    """Every completion token's log-prob is its own parameter ``theta[row, t]``, so the gradient of the
-    loss shows exactly how each token was weighted."""
-
-    name = "toy"
-
-    def __init__(self, rows, width):
-        self.theta = torch.zeros(rows, width, requires_grad=True)
-
-    def parameters(self):
-        return [self.theta]
-
-    def token_logprobs(self, batch, rows, *, reference=False):
-        return self.theta[rows], torch.zeros(len(rows), self.theta.shape[1])
-
-    def freeze_reference(self):
-        pass
 
 
 def toy_rollout(lengths):

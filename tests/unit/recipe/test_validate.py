@@ -8,8 +8,7 @@ import pytest
 from corl.errors import ConfigError
 from corl.plugins import build_registry, make_plugin_manager
 from corl.recipe import apply_overrides, load_recipe, to_dict
-from corl.testing import base_recipe
-from tests.kit import ROOT
+from tests.kit import ROOT, base_recipe
 
 
 @pytest.fixture(scope="module")

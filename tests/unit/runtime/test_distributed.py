@@ -13,8 +13,8 @@ import pytest
 from corl.errors import ConfigError, CorlError
 from corl.recipe import load_recipe
 from corl.runtime import distributed
-from corl.testing import TINY, base_recipe, outcome
-from tests.kit import ROOT
+from corl.testing import outcome
+from tests.kit import ROOT, TINY, base_recipe
 
 RECIPE = ROOT / "recipes" / "three_agent_ring.toml"
 # Threads change float results: one per process in both layouts.

@@ -14,7 +14,7 @@ import corl
 from corl.builtin.topology import RingRouter, SelfRouter
 from corl.builtin.voting import MajorityConfig, MajorityVote
 from corl.errors import CorlError
-from corl.testing import fake_recipe
+from corl.testing import fake_recipe, write_recipe
 from corl.types import NoConfig
 
 #: the kit's fake agents as an installed plugin distribution, so that the command line can load them too
@@ -30,48 +30,8 @@ def corl_register_components(registry):
     _fakes.corl_register_components(registry)
 '''
 
-#: fake_recipe() as a file (three fake agents in a ring), for `corl run RECIPE`
-RECIPE = """
-[run]
-name = "tiny"
-steps = 2
-prompts_per_step = 8
-observers = ["jsonl"]
-threads = 1
-checkpoint_every = 1
-
-[task]
-type = "arithmetic"
-seed_size = 0
-train_size = 64
-eval_size = 32
-
-[[agents]]
-name = "fake0"
-type = "fake"
-accuracy = 0.4
-optimizer = { type = "fake" }
-
-[[agents]]
-name = "fake1"
-type = "fake"
-accuracy = 0.5
-optimizer = { type = "fake" }
-
-[[agents]]
-name = "fake2"
-type = "fake"
-accuracy = 0.6
-optimizer = { type = "fake" }
-
-[voting]
-n_votes = 8
-n_train = 8
-
-[eval]
-size = 32
-k = 4
-"""
+#: three fake agents in a ring, for `corl run RECIPE` (written with write_recipe)
+RECIPE = fake_recipe(**{"run.steps": 2, "run.checkpoint_every": 1})
 
 
 class Vote(MajorityVote):
@@ -101,7 +61,7 @@ def fakes(installed_plugin):
 @pytest.fixture
 def embedded(tmp_path, fakes):
     """A finished embedded run of 2 steps, checkpointed after each, and its recipe file."""
-    (tmp_path / "tiny.toml").write_text(RECIPE)
+    write_recipe(tmp_path / "tiny.toml", RECIPE)
     out = tmp_path / "run"
     corl.run(str(tmp_path / "tiny.toml"), [f"run.output_dir={out}"], aggregator=Vote(), router=Router())
     return out
@@ -175,7 +135,7 @@ def test_python_resumes_from_the_run_dir_whatever_the_recipes_default_router_wou
 
 def test_a_run_built_from_the_recipe_alone_is_not_that_run(tmp_path, fakes):
     """The objects' records are what differs: a command-line run in the same folder resumes as before."""
-    (tmp_path / "tiny.toml").write_text(RECIPE)
+    write_recipe(tmp_path / "tiny.toml", RECIPE)
     out = tmp_path / "plain"
     assert corl_cli(fakes, "run", str(tmp_path / "tiny.toml"), "--set", f"run.output_dir={out}").returncode == 0
     assert "object" not in json.loads((out / "recipe.json").read_text())["topology"]
@@ -184,7 +144,7 @@ def test_a_run_built_from_the_recipe_alone_is_not_that_run(tmp_path, fakes):
 
 
 def test_corl_run_takes_a_shipped_recipes_name(tmp_path, cache_dir):
-    from corl.testing import TINY
+    from tests.kit import TINY
 
     summary = corl.run("three_agent_ring", [*TINY, "run.steps=1", "eval.size=0", "run.observers=[]",
                                             f"run.output_dir={tmp_path}"])

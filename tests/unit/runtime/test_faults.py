@@ -14,7 +14,7 @@ from corl.errors import ConfigError, CorlError, TrainingError
 from corl.plugins import build_registry, make_plugin_manager
 from corl.recipe import load_recipe
 from corl.runtime import Run
-from corl.testing import TINY, base_recipe
+from tests.kit import TINY, base_recipe
 
 RECIPE = {
     "run": {"name": "nan"},

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from corl.testing import install_plugin, outcome
+from corl.testing import fake_recipe, install_plugin, outcome, write_recipe
 from tests.kit import ROOT
 
 #: The kit's fake components, each able to pause at one point named by CORL_TEST_PAUSE: the
@@ -72,44 +72,8 @@ def corl_register_components(registry):
     registry.add("optimizer", "fake", FakeOptimizer, FakeOptimizerConfig)
 '''
 
-RECIPE = """
-[run]
-name = "interrupts"
-steps = 4
-prompts_per_step = 8
-threads = 1
-observers = ["jsonl", "checkpoint"]
-checkpoint_every = 0
-
-[task]
-type = "arithmetic"
-seed_size = 0
-train_size = 64
-eval_size = 32
-
-[[agents]]
-name = "fake0"
-type = "fake"
-accuracy = 0.4
-optimizer = { type = "fake" }
-
-[[agents]]
-name = "fake1"
-type = "fake"
-accuracy = 0.5
-optimizer = { type = "fake" }
-
-[voting]
-n_votes = 8
-n_train = 8
-
-[topology]
-type = "ring"
-
-[eval]
-size = 32
-k = 4
-"""
+RECIPE = fake_recipe(2, **{"run.name": "interrupts", "run.steps": 4, "run.observers": ["jsonl", "checkpoint"],
+                           "run.checkpoint_every": 0})
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +81,7 @@ def site(tmp_path_factory):
     root = tmp_path_factory.mktemp("site")
     install_plugin(root, "corl-pause-example", PAUSING_PLUGIN)
     sys.path.remove(str(root))  # for the subprocesses only
-    (root / "recipe.toml").write_text(RECIPE)
+    write_recipe(root / "recipe.toml", RECIPE)
     return root
 
 

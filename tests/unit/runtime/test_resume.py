@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from corl.testing import TINY
-from tests.kit import ROOT
+from tests.kit import ROOT, TINY
 
 RECIPE = ROOT / "recipes" / "three_agent_ring.toml"
 SETTINGS = [*TINY, "run.steps=5", "run.checkpoint_every=2", "eval.every=3", "run.observers=['jsonl', 'checkpoint']",

@@ -7,7 +7,7 @@ import pytest
 import corl
 from corl.builtin.voting import MajorityConfig, MajorityVote
 from corl.errors import CorlError
-from corl.testing import TINY
+from tests.kit import TINY
 
 RECIPE = {
     "run": {"name": "embedded"},

@@ -18,7 +18,7 @@ from corl.errors import ConfigError
 from corl.plugins import build_registry, make_plugin_manager
 from corl.recipe import apply_overrides, load_recipe
 from corl.sandbox import Program, Sandbox, isolation, outer
-from corl.testing import base_recipe
+from tests.kit import base_recipe
 
 from .hostile import run_hostile, sandbox_for
 

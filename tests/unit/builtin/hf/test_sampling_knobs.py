@@ -143,7 +143,7 @@ def test_a_short_run_with_every_new_knob(tmp_path, cache_dir):
     import json
 
     import corl
-    from corl.testing import TINY
+    from tests.kit import TINY
 
     (tmp_path / "chat.jinja").write_text(TEMPLATE)
     recipe = {"run": {"name": "knobs"}, "topology": {"type": "ring"},

@@ -14,7 +14,7 @@ from corl.builtin.hf.backend.sampler import HFSampler
 from corl.builtin.hf.vision.config import VisionSamplerConfig
 from corl.builtin.hf.vision.sampler import VisionSampler
 from corl.errors import CorlError
-from corl.protocols import missing_members
+from corl.protocols import LanguageModelAgent, missing_members
 from corl.testing import FakeAgent, FakeAgentConfig, context
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -54,7 +54,7 @@ def test_the_key_path_comes_from_a_recipe_that_lists_its_agents():
 
 
 def test_the_engine_bridge_names_what_an_agent_lacks():
-    ok = stub(engines.EngineAgent)
+    ok = stub(LanguageModelAgent)
     assert engines.serves_hf_agent(context(agent=ok), "vllm") is ok
     with pytest.raises(CorlError, match=r"sampler 'vllm' samples for an hf agent .*this one has no device, weights\)"):
         engines.serves_hf_agent(context(agent=stub(ImageTextAgent)), "vllm")
