@@ -15,8 +15,17 @@ from typing import Any
 
 import attrs
 
-from corl.recipe.schema import (OBJECT_MAPPINGS, AgentKeys, ComponentSpec, RunSpec, ShapingKeys, VotingKeys,
-                                 argument, object_tables, slot)
+from corl.recipe.schema import (
+    OBJECT_MAPPINGS,
+    AgentKeys,
+    ComponentSpec,
+    RunSpec,
+    ShapingKeys,
+    VotingKeys,
+    argument,
+    object_tables,
+    slot,
+)
 from corl.recipe.structure import default_of, join
 
 #: Keys a resumed run may change: how long, where and how it reports, not what it trains.

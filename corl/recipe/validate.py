@@ -231,9 +231,9 @@ def _agents(registry: Registry, raw_agents: Any, errors: Errors,
             errors.add(path, f"expected a table, got {raw!r}")
             continue
         keys = _host(AgentKeys, raw, path, errors)
-        given = lambda kind: slot(kind, str(raw.get("name"))) in objects  # noqa: E731 - an object replaces the table
-        agent = GIVEN if given("agent") else _component(registry, "agent", raw, path, errors,
-                                                        skip=host_keys(AgentKeys))
+        given = {kind for kind in ("agent", "sampler", "optimizer") if slot(kind, str(raw.get("name"))) in objects}
+        agent = GIVEN if "agent" in given else _component(registry, "agent", raw, path, errors,
+                                                          skip=host_keys(AgentKeys))  # an object replaces its table
         if keys is None:
             continue
         if keys.name in seen:
@@ -244,10 +244,10 @@ def _agents(registry: Registry, raw_agents: Any, errors: Errors,
         if agent is not None and registry.has("sampler", agent.type) and "type" not in sampler_data:
             # an agent type that has a sampler of its own name samples with it by default (hf_vision)
             sampler_data = {**sampler_data, "type": agent.type}
-        sampler = GIVEN if given("sampler") else _component(registry, "sampler", sampler_data, f"{path}.sampler",
-                                                            errors)
-        optimizer = GIVEN if given("optimizer") else _component(registry, "optimizer", keys.optimizer,
-                                                                f"{path}.optimizer", errors)
+        sampler = GIVEN if "sampler" in given else _component(registry, "sampler", sampler_data, f"{path}.sampler",
+                                                              errors)
+        optimizer = GIVEN if "optimizer" in given else _component(registry, "optimizer", keys.optimizer,
+                                                                  f"{path}.optimizer", errors)
         if None not in (agent, sampler, optimizer):
             agents.append(AgentSpec(keys.name, agent, sampler, optimizer, keys.frozen, keys.ranks))
     placed = [i for i, raw in enumerate(raw_agents) if isinstance(raw, Mapping) and raw.get("ranks")]

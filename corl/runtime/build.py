@@ -60,6 +60,8 @@ def check_given(spec: RunSpec, given: Mapping[str, Any]) -> None:
         if kind == "observer" and not any(a.startswith("corl_") for a in dir(obj)):
             raise ConfigError(f"{arg}= object {type(obj).__name__}: not a corl observer: it implements no corl_* hook "
                               "(see corl.hookspecs)")
+        if kind == "observer":
+            _traits_of("observer", obj, arg)  # (every_rank, read when it is attached)
         if kind == "optimizer" and agents[name].frozen:
             raise ConfigError(f"{arg}: agent {name!r} is frozen (agents[].frozen = true): it has no optimizer")
         if kind == "optimizer" and slot("agent", name) not in given:

@@ -13,8 +13,8 @@ from typing import Any
 
 from corl import recipe as recipe_mod
 from corl.errors import CorlError
-from corl.recipe.schema import argument
 from corl.protocols import Stateful
+from corl.recipe.schema import argument
 from corl.runtime import checkpoint, process
 from corl.runtime.boundary import guard
 from corl.runtime.rng import key

@@ -172,3 +172,12 @@ def test_python_resume_with_a_sampler_object_compares_its_settings_and_the_cli_r
     summary = run_tiny(tmp_path, str(tmp_path), ["run.steps=2"], resume=True,
                        samplers={"fake1": Tempered(FakeSampler(), 0.7)})
     assert summary["steps"] == 2
+
+
+def test_an_optimizer_object_for_a_frozen_agent_is_refused(tmp_path):
+    from corl.testing.fakes import FakeAgent, FakeAgentConfig
+
+    recipe = fake_recipe(**{"run.steps": 1, "agents[0].frozen": True})
+    with pytest.raises(corl.ConfigError, match=r"^optimizers\['fake0'\]: agent 'fake0' is frozen"):
+        run_tiny(tmp_path, recipe, agents={"fake0": FakeAgent(FakeAgentConfig(), context(agent_name="fake0"))},
+                 optimizers={"fake0": Tracked(None)})
