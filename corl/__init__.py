@@ -20,6 +20,7 @@ from corl.protocols import (
     CohortAggregator,
     Optimizer,
     RewardRouter,
+    RewardShaping,
     Sampler,
     Stateful,
     Task,
@@ -62,17 +63,29 @@ def load_recipe(recipe: str | os.PathLike[str] | Mapping[str, Any], overrides: S
 
 def run(recipe: str | os.PathLike[str] | Mapping[str, Any] | RunSpec, overrides: Sequence[str] = (), *,
         task: Task | None = None, aggregator: Aggregator | None = None, router: RewardRouter | None = None,
-        plugins: Sequence[Any] = (), resume: bool = False, force: bool = False,
-        autoload: bool | None = None, rewards: Sequence[Any] = ()) -> dict[str, Any]:
+        agents: Mapping[str, Agent] | None = None, samplers: Mapping[str, Sampler] | None = None,
+        optimizers: Mapping[str, Optimizer] | None = None, shaping: Mapping[str, RewardShaping] | None = None,
+        observers: Mapping[str, Any] | None = None, plugins: Sequence[Any] = (), resume: bool = False,
+        force: bool = False, autoload: bool | None = None, rewards: Sequence[Any] = ()) -> dict[str, Any]:
     """Run Co-RL from a recipe and return the summary (what ``summary.json`` holds).
 
     ``recipe``: a recipe file, a shipped recipe's name or a run dir, as ``corl run`` takes them; a
     parsed table; or a validated :class:`~corl.recipe.RunSpec`. ``overrides``: ``key.path=value``
-    strings, as ``--set`` takes them. ``task``, ``aggregator``, ``router``: ready objects (satisfying
+    strings, as ``--set`` takes them.
+
+    Any component may be handed in as a ready object that replaces the recipe's table of it (that
+    table is then not looked up in the registry): ``task``, ``aggregator``, ``router`` (satisfying
     :class:`~corl.protocols.Task`, :class:`~corl.protocols.Aggregator`,
-    :class:`~corl.protocols.RewardRouter`) that replace the recipe's; the run records their class in
-    ``recipe.json`` and its checkpoints, and such a run resumes only from Python, with objects of
-    the same classes (``corl.run(RUN_DIR, resume=True, router=...)``). ``plugins``: plugin objects
+    :class:`~corl.protocols.RewardRouter`); ``agents``, ``samplers``, ``optimizers``: mappings from
+    an agent's name to its :class:`~corl.protocols.Agent`, :class:`~corl.protocols.Sampler`,
+    :class:`~corl.protocols.Optimizer` (an optimizer is bound to its agent when made, so it comes
+    with that agent's object); ``shaping``: a mapping from a ``[[shaping]]`` entry's name to its
+    :class:`~corl.protocols.RewardShaping` term (a name the recipe lacks adds an entry of weight 1);
+    ``observers``: a mapping from a name to an observer (a plugin object with ``corl_*`` hooks). Each
+    is checked as it is handed in, before any model loads. The run records each object's class and
+    settings (observers aside) in ``recipe.json`` and its checkpoints, and such a run resumes only
+    from Python, with objects of the same classes and settings
+    (``corl.run(RUN_DIR, resume=True, router=...)``). ``plugins``: plugin objects
     registered for this run only. ``resume``, ``force``: ``corl run``'s ``--resume`` (continue from
     the newest checkpoint in the output dir) and ``--force`` (replace an earlier run there; with
     ``resume``, resume even though the recipe changed, but never with other component objects).
@@ -83,5 +96,6 @@ def run(recipe: str | os.PathLike[str] | Mapping[str, Any] | RunSpec, overrides:
     """
     from corl.runtime import run
 
-    return run(recipe, overrides, task=task, aggregator=aggregator, router=router, plugins=plugins, resume=resume,
+    return run(recipe, overrides, task=task, aggregator=aggregator, router=router, agents=agents, samplers=samplers,
+               optimizers=optimizers, shaping=shaping, observers=observers, plugins=plugins, resume=resume,
                force=force, autoload=autoload, rewards=rewards)

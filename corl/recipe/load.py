@@ -27,9 +27,11 @@ def load_recipe(recipe: str | os.PathLike[str] | Mapping[str, Any], overrides: S
     ``source``: the file a table came from, so that relative data paths in it resolve against that
     file (default ``"<recipe>"``; a file is its own source). ``distributions``: the loaded plugin
     distributions, name -> version, that ``run.plugins`` is checked against (None: not checked).
-    ``objects``: the component kinds (``task``, ``aggregator``, ``router``) the caller hands in as
-    objects, as ``corl.run(..., router=obj)`` does; a recipe that records such objects (an embedded
-    run's ``recipe.json``) loads only where the same kinds are handed in again.
+    ``objects``: the slots (:func:`corl.recipe.schema.slot`: ``"router"``, ``"sampler:a"`` for agent
+    ``a``'s sampler, ``"shaping:NAME"``, ``"observer:NAME"``) the caller hands in objects for, as
+    ``corl.run(..., router=obj, samplers={"a": obj})`` does: the tables they replace are not looked
+    up in the registry; a recipe that records such objects (an embedded run's ``recipe.json``)
+    loads only where the same slots are handed in again.
     """
     if registry is None:
         from corl.plugins import distributions as loaded

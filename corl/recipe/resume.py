@@ -15,7 +15,17 @@ from typing import Any
 
 import attrs
 
-from corl.recipe.schema import OBJECT_SECTIONS, AgentKeys, ComponentSpec, RunSpec, ShapingKeys, VotingKeys
+from corl.recipe.schema import (
+    OBJECT_MAPPINGS,
+    AgentKeys,
+    ComponentSpec,
+    RunSpec,
+    ShapingKeys,
+    VotingKeys,
+    argument,
+    object_tables,
+    slot,
+)
 from corl.recipe.structure import default_of, join
 
 #: Keys a resumed run may change: how long, where and how it reports, not what it trains.
@@ -83,8 +93,9 @@ def _resolved(spec: RunSpec, config: Callable[[Any], dict[str, Any]], pick: Call
     tree = {
         "run": config(spec.run),
         "task": component(spec.task, "task"),
-        "agents": [{"name": pick(a.name, _ABSENT), **component(a.agent), "sampler": component(a.sampler),
-                    "optimizer": component(a.optimizer), "frozen": pick(a.frozen, declared(AgentKeys, "frozen")),
+        "agents": [{"name": pick(a.name, _ABSENT), **component(a.agent, slot("agent", a.name)),
+                    "sampler": component(a.sampler, slot("sampler", a.name)),
+                    "optimizer": component(a.optimizer, slot("optimizer", a.name)), "frozen": pick(a.frozen, declared(AgentKeys, "frozen")),
                     "ranks": pick(list(a.ranks), list(declared(AgentKeys, "ranks")))}  # empty: placed automatically
                    for a in spec.agents],
         "voting": component(spec.voting.aggregator, "aggregator",
@@ -94,7 +105,7 @@ def _resolved(spec: RunSpec, config: Callable[[Any], dict[str, Any]], pick: Call
         "eval": config(spec.eval),
         **{name: config(section) for name, section in spec.sections.items()},
         "observers": {c.type: config(c.config) for c in spec.observers},
-        "shaping": [component(t.term, name=pick(t.name, _ABSENT), weight=pick(t.weight, declared(ShapingKeys, "weight")))
+        "shaping": [component(t.term, slot("shaping", t.name), name=pick(t.name, _ABSENT), weight=pick(t.weight, declared(ShapingKeys, "weight")))
                     for t in spec.shaping],
     }
     return tree
@@ -129,20 +140,25 @@ def _plain(value: Any) -> Any:
 
 def recorded_objects(recipe: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The components a resolved recipe (``recipe.json``, a checkpoint's) records as objects handed
-    to ``corl.run``, by kind: ``{"router": {"object": "GatedRouter", "import": "mypkg:GatedRouter"}}``."""
-    out = {}
-    for kind, section in OBJECT_SECTIONS.items():
-        table = recipe.get(section)
-        if isinstance(table, Mapping) and "object" in table:
-            out[kind] = {"object": table["object"], "import": table.get("import")}
-    return out
+    to ``corl.run``, by slot (:func:`~corl.recipe.schema.slot`):
+    ``{"router": {"object": "GatedRouter", "import": "mypkg:GatedRouter"}, "sampler:a": {...}}``."""
+    return {key: {"object": table["object"], "import": table.get("import")}
+            for key, _, table in object_tables(recipe) if "object" in table}
 
 
 def resume_from_python(out: str, records: Mapping[str, Mapping[str, Any]]) -> str:
-    """What a run built with objects ``records`` needs, in the words of both refusals: which objects,
-    and the call that continues it."""
-    named = " and ".join(f"{kind}= object {r['object']}" + (f" ({r['import']})" if r.get("import") else "")
-                         for kind, r in records.items())
-    call = ", ".join(f"{kind}={r['object']}(...)" for kind, r in records.items())
+    """What a run built with objects ``records`` (by slot) needs, in the words of both refusals:
+    which objects, and the call that continues it."""
+    named = " and ".join(f"{argument(key)}= object {r['object']}" + (f" ({r['import']})" if r.get("import") else "")
+                         for key, r in records.items())
+    args: dict[str, list[str]] = {}
+    for key, r in records.items():
+        kind, _, name = key.partition(":")
+        if name:
+            args.setdefault(OBJECT_MAPPINGS[kind], []).append(f"{name!r}: {r['object']}(...)")
+        else:
+            args[kind] = [f"{r['object']}(...)"]
+    call = ", ".join(f"{arg}={{{', '.join(values)}}}" if arg in OBJECT_MAPPINGS.values() else f"{arg}={values[0]}"
+                     for arg, values in args.items())
     return (f"the run in {out} was built in Python with {named}, which a recipe cannot name; resume it from Python "
             f"with the same objects: corl.run({str(out)!r}, resume=True, {call})")

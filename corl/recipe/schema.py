@@ -8,7 +8,7 @@ component's config class. Plugins add their own top-level sections (``registry.a
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -185,8 +185,8 @@ class ShapingSpec:
 
 @attrs.frozen
 class GivenObject:
-    """A component an embedding program handed to ``corl.run`` as a ready object (``task=``,
-    ``aggregator=``, ``router=``), as ``recipe.json`` and checkpoints record it in place of the
+    """A component an embedding program handed to ``corl.run`` as a ready object (``router=``,
+    ``samplers={"a": ...}``, ...), as ``recipe.json`` and checkpoints record it in place of the
     recipe's table: its class, the name it can be imported by where there is one (None for a
     class of ``__main__`` or one defined inside a function). Its settings (:func:`settings_of`) go in
     the run's checkpoints, which a resume compares as the CLI compares a recipe's keys."""
@@ -245,8 +245,46 @@ def _plain_setting(value: Any) -> Any:
     return _NOT_PLAIN
 
 
-#: the recipe section of each component kind an embedding program may hand in as an object
+#: the recipe section of each run-wide component kind an embedding program may hand in as an object
 OBJECT_SECTIONS = {"task": "task", "aggregator": "voting", "router": "topology"}
+#: the ``corl.run`` argument, a mapping by name, of each kind handed in per agent, per ``[[shaping]]``
+#: entry or per observer: ``corl.run(..., samplers={"a": MySampler()})``
+OBJECT_MAPPINGS = {"agent": "agents", "sampler": "samplers", "optimizer": "optimizers", "shaping": "shaping",
+                   "observer": "observers"}
+
+
+def slot(kind: str, name: str = "") -> str:
+    """The key of an object handed to ``corl.run`` (:attr:`RunSpec.objects`): the kind of a run-wide
+    one (``"router"``), ``kind:name`` of one handed in by name (``"sampler:a"``: agent ``a``'s sampler)."""
+    return f"{kind}:{name}" if name else kind
+
+
+def argument(key: str) -> str:
+    """How messages name the ``corl.run`` argument of slot ``key``: ``router``, ``samplers['a']``."""
+    kind, _, name = key.partition(":")
+    return f"{OBJECT_MAPPINGS[kind]}[{name!r}]" if name else kind
+
+
+def object_tables(data: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+    """Each table of a parsed recipe that an object may replace: its slot (:func:`slot`), its key
+    path and the table. The run-wide sections, each agent's table and its ``sampler`` and
+    ``optimizer``, each ``[[shaping]]`` entry (by its name, the type by default)."""
+    for kind, section in OBJECT_SECTIONS.items():
+        if isinstance(data.get(section), Mapping):
+            yield kind, section, data[section]
+    agents = data.get("agents")
+    for i, raw in enumerate(agents if isinstance(agents, list) else ()):
+        if isinstance(raw, Mapping) and isinstance(raw.get("name"), str):
+            yield slot("agent", raw["name"]), f"agents[{i}]", raw
+            for kind in ("sampler", "optimizer"):
+                if isinstance(raw.get(kind), Mapping):
+                    yield slot(kind, raw["name"]), f"agents[{i}].{kind}", raw[kind]
+    terms = data.get("shaping")
+    for i, raw in enumerate(terms if isinstance(terms, list) else ()):
+        if isinstance(raw, Mapping):
+            name = raw.get("name") or str(raw.get("type", "")).rpartition(":")[2]
+            if name:
+                yield slot("shaping", name), f"shaping[{i}]", raw
 
 
 @attrs.frozen
@@ -261,8 +299,8 @@ class RunSpec:
     observers: tuple[ComponentSpec, ...] = ()  # [observers.NAME] tables: configured observers (attached too)
     shaping: tuple[ShapingSpec, ...] = ()  # [[shaping]]: reward terms added to the router's rewards
     sections: Mapping[str, Any] = attrs.field(factory=dict)  # plugin-declared sections, e.g. the hf backend's [zoo]
-    # components handed to corl.run as objects, by kind: they replace (and are recorded instead of) the
-    # recipe's own table of that kind
+    # components handed to corl.run as objects, by slot (``"router"``, ``"sampler:a"``: see slot()): they
+    # replace (and are recorded instead of) the recipe's own table there
     objects: Mapping[str, GivenObject] = attrs.field(factory=dict)
 
     @property

@@ -11,7 +11,8 @@ torch, so ``corl validate`` is instant and a recipe error costs no model load.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import copy
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from corl.errors import ConfigError
@@ -19,7 +20,6 @@ from corl.plugins import CORE_SECTIONS, Registry
 from corl.recipe.components import GIVEN, declared_traits, host_keys, host_table, read_component, router_traits
 from corl.recipe.resume import recorded_objects, resume_from_python
 from corl.recipe.schema import (
-    OBJECT_SECTIONS,
     AgentKeys,
     AgentSpec,
     ComponentSpec,
@@ -30,6 +30,8 @@ from corl.recipe.schema import (
     ShapingSpec,
     VotingKeys,
     VotingSpec,
+    object_tables,
+    slot,
 )
 from corl.recipe.structure import Errors, join, structure
 from corl.traits import RecipeFacts, RouterTraits
@@ -40,7 +42,7 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
     """Validate a whole recipe; raise :class:`ConfigError` listing every mistake.
 
     ``distributions`` (name -> version) are the plugin distributions loaded, for ``run.plugins``.
-    ``objects``: the component kinds the caller hands in as objects (see :func:`load_recipe`).
+    ``objects``: the slots the caller hands in objects for (see :func:`load_recipe`).
     """
     errors = Errors()
     if not isinstance(data, Mapping):
@@ -58,7 +60,7 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
     topology = GIVEN if "router" in objects else read_component(registry, "router", data.get("topology"), "topology",
                                                              errors)
     aggregator, voting = _voting(registry, data.get("voting", {}), errors, "aggregator" in objects)
-    agents, raw_agents = _agents(registry, data.get("agents"), errors)
+    agents, raw_agents = _agents(registry, data.get("agents"), errors, objects)
     if task is not None and None not in own.values():
         _check_agents(registry, task, agents, raw_agents, own, errors)
     if topology is not None and run is not None and "router" not in objects:  # an object is checked as it is handed in
@@ -67,13 +69,14 @@ def validate(data: Mapping[str, Any], registry: Registry, source: str = "", *,
         errors.add("agents", "every agent is frozen: nothing would train")
     if run is not None:
         for i, name in enumerate(run.observers):
-            if not registry.has("observer", name):
+            if not registry.has("observer", name) and slot("observer", name) not in objects:
                 errors.add(f"run.observers[{i}]", registry.unknown("observer", name))
         _check_plugins(run.plugins, distributions, registry, errors)
-    observers = _observer_tables(registry, data.get("observers", {}), errors)
+    observers = _observer_tables(registry, data.get("observers", {}), errors, objects)
     if run is not None:
-        _check_untabled_observers(registry, run.observers, {c.type for c in observers}, data.get("observers"), errors)
-    shaping = _shaping(registry, data.get("shaping", []), run, errors)
+        _check_untabled_observers(registry, [n for n in run.observers if slot("observer", n) not in objects],
+                                  {c.type for c in observers}, data.get("observers"), errors)
+    shaping = _shaping(registry, _with_given_terms(data.get("shaping", []), objects), run, errors, objects)
     if errors:
         raise ConfigError(*registry.collapse(errors))  # a plugin that failed to load, said once
     return RunSpec(run=run, task=task, agents=tuple(agents), voting=VotingSpec(aggregator, voting.n_votes, voting.n_train),
@@ -93,20 +96,31 @@ def data_problems(spec: RunSpec, registry: Registry, rows: int) -> list[str]:
 
 def _objects_given_again(data: Mapping[str, Any], run: RunSection | None, objects: Collection[str]) -> Mapping[str, Any]:
     """A resolved recipe that records components handed to ``corl.run`` as objects (an embedded
-    run's ``recipe.json``) is valid only where the same kinds are handed in again: their records
-    are then dropped (the objects replace those sections), and any other is refused in one line."""
+    run's ``recipe.json``) is valid only where the same slots are handed in again: their records
+    are then dropped (the objects replace those tables), and any other is refused in one line."""
     recorded = recorded_objects(data)
-    missing = {kind: record for kind, record in recorded.items() if kind not in objects}
+    missing = {key: record for key, record in recorded.items() if key not in objects}
     if missing:
         out = run.output_dir.format(name=run.name) if run is not None else "its output dir"
-        raise ConfigError(f"{', '.join(OBJECT_SECTIONS[k] for k in missing)}: {resume_from_python(out, missing)}")
+        where = ", ".join(path for key, path, _ in object_tables(data) if key in missing)
+        raise ConfigError(f"{where}: {resume_from_python(out, missing)}")
     if not recorded:
         return data
-    data = dict(data)
-    for kind in recorded:
-        section = OBJECT_SECTIONS[kind]
-        data[section] = {k: v for k, v in data[section].items() if k not in ("object", "import")}
+    data = copy.deepcopy(dict(data))
+    for key, _, table in object_tables(data):
+        if key in recorded:
+            for record in ("object", "import"):
+                table.pop(record, None)
     return data
+
+
+def _with_given_terms(data: Any, objects: Collection[str]) -> Any:
+    """``[[shaping]]`` with an entry (weight 1) for each shaping object whose name no entry has."""
+    if not isinstance(data, list):
+        return data
+    named = {key for key, _, _ in object_tables({"shaping": data})}
+    added = [{"name": key.partition(":")[2]} for key in objects if key.startswith("shaping:") and key not in named]
+    return [*data, *added]
 
 
 def _check_router(declared: RouterTraits, topology: ComponentSpec, run: RunSection, agents: list[AgentSpec],
@@ -148,7 +162,8 @@ def _voting(registry: Registry, data: Any, errors: Errors,
     return aggregator, host_table(VotingKeys, data, "voting", errors)
 
 
-def _agents(registry: Registry, raw_agents: Any, errors: Errors) -> tuple[list[AgentSpec], list[Any]]:
+def _agents(registry: Registry, raw_agents: Any, errors: Errors,
+            objects: Collection[str] = ()) -> tuple[list[AgentSpec], list[Any]]:
     agents: list[AgentSpec] = []
     if not isinstance(raw_agents, list) or not raw_agents:
         errors.add("agents", "expected at least one [[agents]] table")
@@ -160,7 +175,9 @@ def _agents(registry: Registry, raw_agents: Any, errors: Errors) -> tuple[list[A
             errors.add(path, f"expected a table, got {raw!r}")
             continue
         keys = host_table(AgentKeys, raw, path, errors)
-        agent = read_component(registry, "agent", raw, path, errors, skip=host_keys(AgentKeys))
+        given = {kind for kind in ("agent", "sampler", "optimizer") if slot(kind, str(raw.get("name"))) in objects}
+        agent = GIVEN if "agent" in given else read_component(registry, "agent", raw, path, errors,
+                                                              skip=host_keys(AgentKeys))  # an object replaces its table
         if keys is None:
             continue
         if keys.name in seen:
@@ -171,8 +188,10 @@ def _agents(registry: Registry, raw_agents: Any, errors: Errors) -> tuple[list[A
         if agent is not None and registry.has("sampler", agent.type) and "type" not in sampler_data:
             # an agent type that has a sampler of its own name samples with it by default (hf_vision)
             sampler_data = {**sampler_data, "type": agent.type}
-        sampler = read_component(registry, "sampler", sampler_data, f"{path}.sampler", errors)
-        optimizer = read_component(registry, "optimizer", keys.optimizer, f"{path}.optimizer", errors)
+        sampler = GIVEN if "sampler" in given else read_component(registry, "sampler", sampler_data,
+                                                                  f"{path}.sampler", errors)
+        optimizer = GIVEN if "optimizer" in given else read_component(registry, "optimizer", keys.optimizer,
+                                                                      f"{path}.optimizer", errors)
         if None not in (agent, sampler, optimizer):
             agents.append(AgentSpec(keys.name, agent, sampler, optimizer, keys.frozen, keys.ranks))
     placed = [i for i, raw in enumerate(raw_agents) if isinstance(raw, Mapping) and raw.get("ranks")]
@@ -182,13 +201,17 @@ def _agents(registry: Registry, raw_agents: Any, errors: Errors) -> tuple[list[A
     return agents, raw_agents
 
 
-def _observer_tables(registry: Registry, data: Any, errors: Errors) -> tuple[ComponentSpec, ...]:
-    """``[observers.NAME]``: an observer's settings; a configured observer is attached to the run."""
+def _observer_tables(registry: Registry, data: Any, errors: Errors,
+                     objects: Collection[str] = ()) -> tuple[ComponentSpec, ...]:
+    """``[observers.NAME]``: an observer's settings; a configured observer is attached to the run.
+    An observer handed in as an object replaces its table."""
     if not isinstance(data, Mapping):
         errors.add("observers", f"expected tables [observers.NAME], got {data!r}")
         return ()
     out = []
     for name, body in data.items():
+        if slot("observer", name) in objects:
+            continue
         if not registry.has("observer", name):
             errors.add(join("observers", name), registry.unknown("observer", name))
             continue
@@ -198,7 +221,7 @@ def _observer_tables(registry: Registry, data: Any, errors: Errors) -> tuple[Com
     return tuple(out)
 
 
-def _check_untabled_observers(registry: Registry, names: tuple[str, ...], configured: set[str], tables: Any,
+def _check_untabled_observers(registry: Registry, names: Sequence[str], configured: set[str], tables: Any,
                               errors: Errors) -> None:
     """An observer named in ``run.observers`` without an ``[observers.NAME]`` table is built with its
     config class's defaults: a required setting must be given in a table."""
@@ -212,7 +235,8 @@ def _check_untabled_observers(registry: Registry, names: tuple[str, ...], config
                           f"[observers.{name}])")
 
 
-def _shaping(registry: Registry, data: Any, run: RunSection | None, errors: Errors) -> tuple[ShapingSpec, ...]:
+def _shaping(registry: Registry, data: Any, run: RunSection | None, errors: Errors,
+             objects: Collection[str] = ()) -> tuple[ShapingSpec, ...]:
     """``[[shaping]]``: reward terms beside the peer reward, each with a ``weight`` (and a ``name``
     for its metric, the type by default, an import path's function name). A term that reads labels needs a run declared supervised."""
     if not isinstance(data, list) or not all(isinstance(x, Mapping) for x in data):
@@ -224,6 +248,13 @@ def _shaping(registry: Registry, data: Any, run: RunSection | None, errors: Erro
     out, seen = [], {}
     for i, raw in enumerate(data):
         path = f"shaping[{i}]"
+        named = raw.get("name") or str(raw.get("type", "")).rpartition(":")[2]
+        if slot("shaping", str(named)) in objects:  # an object replaces the term: its type is not looked up
+            keys = host_table(ShapingKeys, {k: v for k, v in raw.items() if k != "name"}, path, errors)
+            if keys is not None:
+                seen.setdefault(named, i)
+                out.append(ShapingSpec(named, keys.weight, GIVEN))
+            continue
         if "type" not in raw:
             errors.add(f"{path}.type", f"missing; available: {', '.join(registry.names('shaping'))}")
             continue

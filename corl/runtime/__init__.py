@@ -1,8 +1,10 @@
 """The run: the host side of corl that drives components through the protocols.
 
-* :mod:`~corl.runtime.loop`: :class:`Run` (build, loop, checkpoints, summary), ``run()``, ``prepare()``;
+* :mod:`~corl.runtime.loop`: :class:`Run` (the life cycle: set-up, loop, checkpoints, summary), ``run()``,
+  ``prepare()``;
 * :mod:`~corl.runtime.step`: one step, top to bottom;
-* :mod:`~corl.runtime.build`: building components and checking what they are;
+* :mod:`~corl.runtime.build`: building components (or taking the objects handed in), naming them and
+  checking what they are;
 * :mod:`~corl.runtime.boundary`: checks of what components return;
 * :mod:`~corl.runtime.state`, :mod:`~corl.runtime.health`, :mod:`~corl.runtime.metrics`: what a run
   carries between steps, its health checks, its per-step metrics;

@@ -1,6 +1,8 @@
-"""The run: build the components, evaluate, train step after step, checkpoint, evaluate, summarise.
+"""The run's life cycle: build the components, evaluate, train step after step, checkpoint,
+evaluate, summarise.
 
-:class:`Run` holds what a run is made of and drives the loop; one step lives in
+:class:`Run` holds what a run is made of and drives the loop; what its components are and how
+they are built and named lives in :mod:`corl.runtime.build`; one step lives in
 :mod:`corl.runtime.step`, evaluation in :mod:`corl.runtime.evaluation`, the state carried between
 steps in :mod:`corl.runtime.state`. Hooks see the run through :class:`corl.runtime.view.RunView`.
 """
@@ -19,14 +21,15 @@ import attrs
 from corl import logs
 from corl import recipe as recipe_mod
 from corl.context import Closers, Context, StopToken
-from corl.errors import CorlError, Interrupted, PluginError, Stopping
+from corl.errors import ConfigError, CorlError, Interrupted, PluginError, Stopping
 from corl.plugins import PluginManager, Registry, call_hook, distributions, make_plugin_manager, register, registry_of
-from corl.protocols import Aggregator, RewardRouter, Task
+from corl.protocols import Agent, Aggregator, Optimizer, RewardRouter, RewardShaping, Sampler, Task
 from corl.recipe.locate import resolve
+from corl.recipe.schema import OBJECT_MAPPINGS, slot
 from corl.runtime import checkpoint, distributed, folder, interrupts, lock, process, snapshot
 from corl.runtime.aggregation import BoundAggregator
 from corl.runtime.boundary import check_split, guard
-from corl.runtime.build import AgentSlot, Builder, check_given, observers, shaping_terms
+from corl.runtime.build import AgentSlot, Parts, check_given
 from corl.runtime.evaluation import adopt_evaluation, evaluate_run
 from corl.runtime.metrics import run_summary
 from corl.runtime.rng import AgentStreams
@@ -40,9 +43,10 @@ from corl.types import Completion, Prompt, StepMetrics
 class Run:
     """A Co-RL run built from a validated :class:`~corl.recipe.RunSpec`.
 
-    ``task``, ``aggregator`` and ``router`` may be passed as ready objects (dependency
-    injection): they replace the recipe's, and the run records them (their class) as what it ran
-    with. ``pm`` is the run's plugin manager (:func:`prepare`'s, whose registry validated ``spec``),
+    Components may be passed as ready objects (dependency injection): ``task``, ``aggregator`` and
+    ``router``, and by name ``agents``, ``samplers``, ``optimizers`` (by agent name), ``shaping``
+    (by ``[[shaping]]`` entry name) and ``observers`` (by observer name). They replace the recipe's,
+    and the run records them (their class and settings; observers aside) as what it ran with. ``pm`` is the run's plugin manager (:func:`prepare`'s, whose registry validated ``spec``),
     else one is made with ``plugins``, extra plugin objects (observers, components) for this run only.
     ``layout`` says where agents run (:mod:`corl.runtime.distributed`; by default one process, or
     the ranks of a ``torchrun`` launch); ``agents`` lists only the agents this process holds.
@@ -50,18 +54,24 @@ class Run:
 
     def __init__(self, spec: recipe_mod.RunSpec, *, plugins: Sequence[Any] = (), pm: PluginManager | None = None,
                  task: Task | None = None, aggregator: Aggregator | None = None,
-                 router: RewardRouter | None = None, log: Callable[[str], None] | None = None, resume: bool = False,
+                 router: RewardRouter | None = None, agents: Mapping[str, Agent] | None = None,
+                 samplers: Mapping[str, Sampler] | None = None, optimizers: Mapping[str, Optimizer] | None = None,
+                 shaping: Mapping[str, RewardShaping] | None = None, observers: Mapping[str, Any] | None = None,
+                 log: Callable[[str], None] | None = None, resume: bool = False,
                  force: bool = False, layout: distributed.Layout | None = None, resume_from: str | None = None,
                  shared_step0: tuple[Any, ...] | None = None):
         # resume_from: exactly this checkpoint (``step-000040``), refused unless it verifies;
         # shared_step0: another run's step-0 evaluation to adopt (corl compare): results, cohort, samples, its name
         self.shared_step0 = shared_step0
         self.resume, self.force, self.resume_from = resume or resume_from is not None, force, resume_from
-        self._given = {"task": task, "aggregator": aggregator, "router": router}
+        self._given = given_objects(task=task, aggregator=aggregator, router=router, agents=agents, samplers=samplers,
+                                    optimizers=optimizers, shaping=shaping, observers=observers)
         check_given(spec, self._given)  # before anything is built or loaded
         # what the run ran with: recipe.json and checkpoints record an object's class, not the recipe's table
-        self.spec = spec = attrs.evolve(spec, objects={kind: recipe_mod.GivenObject.of(obj)
-                                                       for kind, obj in self._given.items() if obj is not None})
+        # (an observer only reports: a run resumes without it)
+        self.spec = spec = attrs.evolve(spec, objects={key: recipe_mod.GivenObject.of(obj)
+                                                       for key, obj in self._given.items()
+                                                       if not key.startswith("observer:")})
         self.pm = pm or make_plugin_manager(plugins)
         self.registry: Registry = registry_of(self.pm)  # the one prepare() validated the recipe with
         self.layout = layout or distributed.layout_for(spec, devices={
@@ -122,14 +132,14 @@ class Run:
     def setup(self) -> None:
         import torch
 
-        spec, layout, build = self.spec, self.layout, Builder(self.registry)
+        spec, layout = self.spec, self.layout
+        parts = Parts(spec, self.registry, self._given)
+        self._who = parts.who  # filled in as each part is built
         process.seed_everything(spec.run.seed)
         process.return_large_blocks()
         torch.set_num_threads(spec.run.threads or os.cpu_count() or 1)
         ctx = Context(spec=spec, seed=spec.run.seed, log=self.log, stop=self.stop, closers=self.closers)
-        self._name("task", spec.task)
-        self.task = self._given["task"] or build("task", spec.task, ctx)
-        self._who["verifier", ""] = f"{self.who('task')}'s verifier"
+        self.task = parts.task(ctx)
         self.verifier = BoundedVerifier(self.task.verifier, spec.run.answer_timeout, who=self.who("verifier"),
                                         when=lambda: self.phase,
                                         abandon=lambda signum: interrupts.abandoned(self, signum, self.who("verifier"),
@@ -153,25 +163,15 @@ class Run:
                 raise CorlError(f"agent {a.name!r} has {len(layout.members[a.name])} ranks but run.prompts_per_step "
                                 f"is {spec.run.prompts_per_step}: every rank needs at least one prompt")
             self.phase = f"while building agent {a.name!r}"
-            actx = attrs.evolve(ctx, agent_name=a.name, group=layout.group(a.name))
-            agent = build("agent", a.agent, actx)
-            actx = attrs.evolve(actx, agent=agent)
-            optimizer = None if a.frozen else build("optimizer", a.optimizer, actx)
-            self.agents.append(AgentSlot(a.name, agent, build("sampler", a.sampler, actx), optimizer))
-            for kind, component in (("agent", a.agent), ("sampler", a.sampler), ("optimizer", a.optimizer)):
-                self._name(kind, component, a.name)
+            self.agents.append(parts.agent(a, attrs.evolve(ctx, agent_name=a.name, group=layout.group(a.name))))
         self.streams = AgentStreams(spec.run.seed, [(s.name, layout.member(s.name)) for s in self.agents])
-        self._name("aggregator", spec.voting.aggregator)
-        self._name("router", spec.topology)
-        self.aggregator = BoundAggregator(self._given["aggregator"] or build("aggregator", spec.voting.aggregator, ctx),
-                                          self.who("aggregator"))
-        self.router = self._given["router"] or build.router(spec, ctx)
-        self.shaping = shaping_terms(spec, self.registry, build, ctx)
+        self.aggregator = BoundAggregator(parts.aggregator(ctx), self.who("aggregator"))
+        self.router = parts.router(ctx)
+        self.shaping = parts.shaping(ctx)
         self.phase = "while building the run"
-        self.observers = observers(spec, self.registry, ctx, layout.is_writer)
+        self.observers = parts.observers(ctx, layout.is_writer)
         for name, observer in self.observers:
-            self._who["observer", name] = f"observer {name!r} (plugin {self.registry.get('observer', name).plugin})"
-            register(self.pm, observer, f"observer:{name}", self._who["observer", name])
+            register(self.pm, observer, f"observer:{name}", self.who("observer", name))
         # Seed again once everything is built: whether a model was built or read from a cache
         # must not change the RNG stream the run samples from.
         process.seed_everything(spec.run.seed)
@@ -179,16 +179,6 @@ class Run:
     def _split(self, name: str) -> list[Prompt]:
         with guard(self.who("task"), f"in split({name!r}) {self.phase}"):
             return check_split(self.task.split(name), name, self.who("task"))
-
-    def _name(self, kind: str, component: recipe_mod.ComponentSpec, agent: str = "") -> None:
-        given = self._given.get(kind)
-        if given is not None:
-            text = f"{kind}= object {type(given).__name__}"
-        elif component.factory is not None:
-            text = f"{kind} {component.type!r} (import path)"
-        else:
-            text = f"{kind} {component.type!r} (plugin {self.registry.get(kind, component.type).plugin})"
-        self._who[kind, agent] = f"agent {agent!r}'s {text}" if agent else text
 
     # -- one step, evaluation -------------------------------------------------------------------
 
@@ -371,17 +361,39 @@ def prepare(recipe: Recipe, overrides: Sequence[str] = (), *, plugins: Sequence[
 
 
 def run(recipe: Recipe, overrides: Sequence[str] = (), *, task: Task | None = None,
-        aggregator: Aggregator | None = None, router: RewardRouter | None = None, plugins: Sequence[Any] = (),
-        resume: bool = False, force: bool = False, autoload: bool | None = None,
-        rewards: Sequence[Any] = ()) -> dict[str, Any]:
+        aggregator: Aggregator | None = None, router: RewardRouter | None = None,
+        agents: Mapping[str, Agent] | None = None, samplers: Mapping[str, Sampler] | None = None,
+        optimizers: Mapping[str, Optimizer] | None = None, shaping: Mapping[str, RewardShaping] | None = None,
+        observers: Mapping[str, Any] | None = None, plugins: Sequence[Any] = (), resume: bool = False,
+        force: bool = False, autoload: bool | None = None, rewards: Sequence[Any] = ()) -> dict[str, Any]:
     """The implementation of :func:`corl.run`, documented there."""
-    given = {"task": task, "aggregator": aggregator, "router": router}
+    given = {"task": task, "aggregator": aggregator, "router": router, "agents": agents, "samplers": samplers,
+             "optimizers": optimizers, "shaping": shaping, "observers": observers}
     source = None
     if rewards:  # reward function objects: registered for this run, named by [[shaping]] tables added to the recipe
         recipe, overrides, source, plugins = _with_rewards(recipe, list(overrides), rewards, plugins)
-    pm, spec = prepare(recipe, overrides, plugins=plugins, objects=[k for k, v in given.items() if v is not None],
-                       autoload=autoload, source=source)
+    pm, spec = prepare(recipe, overrides, plugins=plugins, objects=list(given_objects(**given)), autoload=autoload,
+                       source=source)
     return Run(spec, pm=pm, resume=resume, force=force, **given).execute()
+
+
+def given_objects(**arguments: Any) -> dict[str, Any]:
+    """``corl.run``'s component objects by slot (:func:`corl.recipe.schema.slot`): ``router=obj`` is
+    ``"router"``, ``samplers={"a": obj}`` is ``"sampler:a"``. A mapping argument that is not a
+    mapping of names is refused in one line."""
+    out = {}
+    for arg, value in arguments.items():
+        if value is None:
+            continue
+        kind = next((k for k, a in OBJECT_MAPPINGS.items() if a == arg), None)
+        if kind is None:  # a run-wide kind: one object
+            out[arg] = value
+            continue
+        if not isinstance(value, Mapping) or not all(isinstance(name, str) and name for name in value):
+            raise ConfigError(f"{arg}=: expected a mapping of names to objects ({arg}={{'NAME': obj}}), got "
+                              f"{type(value).__name__}")
+        out.update({slot(kind, name): obj for name, obj in value.items()})
+    return out
 
 
 def _with_rewards(recipe: Recipe, overrides: list[str], functions: Sequence[Any], plugins: Sequence[Any]):

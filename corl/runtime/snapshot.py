@@ -14,6 +14,7 @@ from typing import Any
 from corl import recipe as recipe_mod
 from corl.errors import CorlError
 from corl.protocols import Stateful
+from corl.recipe.schema import argument
 from corl.runtime import checkpoint, process
 from corl.runtime.boundary import guard
 from corl.runtime.rng import key
@@ -101,8 +102,8 @@ def check_compatible(spec, path: Path, force: bool) -> None:
     state = checkpoint.read_state(path)
     changes = recipe_mod.differences(state["recipe"], recipe_mod.to_dict(spec), defaults=recipe_mod.defaults_of(spec))
     saved = state.get("objects", {})  # (a checkpoint of a run without objects has none)
-    objects = [f"{kind}= object {given.cls}: {change}" for kind, given in spec.objects.items()
-               for change in recipe_mod.differences(saved.get(kind, {}), dict(given.settings), ignore=())]
+    objects = [f"{argument(key)}= object {given.cls}: {change}" for key, given in spec.objects.items()
+               for change in recipe_mod.differences(saved.get(key, {}), dict(given.settings), ignore=())]
     changes = objects + changes
     if changes and not force:
         shown = "; ".join(changes[:3]) + (f"; and {len(changes) - 3} more" if len(changes) > 3 else "")
