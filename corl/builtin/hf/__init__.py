@@ -19,7 +19,7 @@ sampler and the ``[zoo]`` recipe section. Importing it is cheap: torch and trans
 from __future__ import annotations
 
 from corl.builtin.hf.backend import make_agent, make_sampler, make_static_sampler
-from corl.builtin.hf.backend.config import HFAgentConfig, HFSamplerConfig, HFStaticSamplerConfig
+from corl.builtin.hf.backend.config import HFAgentConfig, HFSamplerConfig
 from corl.builtin.hf.models.config import ZooConfig
 from corl.builtin.hf.models.sources import installed_packaged
 from corl.builtin.hf.reward_model import RewardModel, RewardModelConfig
@@ -47,9 +47,9 @@ def corl_register_components(registry):
                       "LoRA adapters on request")
     registry.add("sampler", "hf", make_sampler, HFSamplerConfig,
                  help="batched KV-cached decoding, one prefill per prompt, sampling-time log-probs, stop strings")
-    registry.add("sampler", "hf_static", make_static_sampler, HFStaticSamplerConfig,
-                 help="hf with a fixed-shape decode step over a preallocated (static) KV cache, compiled on request; "
-                      "sliding-window models take hf's loop")
+    registry.add("sampler", "hf_static", make_static_sampler, HFSamplerConfig,
+                 help="hf with a fixed-shape decode step over a preallocated (static) KV cache; sliding-window "
+                      "models take hf's loop")
     registry.add("agent", "hf_vision", make_vision_agent, HFVisionAgentConfig,
                  help="transformers image-text-to-text model (LLaVA, Idefics3, Qwen2-VL, ...)")
     registry.add("sampler", "hf_vision", make_vision_sampler, VisionSamplerConfig,

@@ -18,7 +18,7 @@ torch and transformers load inside them.
 
 from __future__ import annotations
 
-from corl.builtin.hf.backend.config import HFAgentConfig, HFSamplerConfig, HFStaticSamplerConfig
+from corl.builtin.hf.backend.config import HFAgentConfig, HFSamplerConfig
 from corl.builtin.hf.models.config import agent_checks
 
 
@@ -34,7 +34,7 @@ def make_sampler(config: HFSamplerConfig, ctx=None):
     return HFSampler(config, ctx)
 
 
-def make_static_sampler(config: HFStaticSamplerConfig, ctx=None):
+def make_static_sampler(config: HFSamplerConfig, ctx=None):
     from corl.builtin.hf.backend.static_decode import HFStaticSampler
 
     return HFStaticSampler(config, ctx)

@@ -141,15 +141,6 @@ class HFSamplerConfig(SamplingSettings):
         "help": "stop strings besides EOS, e.g. [\"\\nQuestion:\"] for a few-shot base model; the answer is read before them"})
 
 
-@attrs.frozen
-class HFStaticSamplerConfig(HFSamplerConfig):
-    compile: bool = attrs.field(default=False, metadata={
-        "help": "run the decode step through torch.compile (inductor; a C++ compiler needed), its code cached in "
-                "$CORL_CACHE_DIR/inductor: the first call of a run compiles (tens of seconds, less from the cache), "
-                "then each step is a little faster (docs/results/performance.md); eager, with one log line, where it "
-                "does not compile"})
-
-
 def matmul_dtype(value: str, device: str) -> str:
     """``sample_dtype`` / ``train_dtype`` on ``device``: ``auto`` is bfloat16 where matmuls in it are native
     (CUDA; a CPU with AMX tiles or AVX512-BF16), float32 elsewhere (measured here on an AVX2 CPU: a

@@ -6,8 +6,7 @@ import functools
 import pytest
 import torch
 
-from corl.builtin.hf.backend import static_decode
-from corl.builtin.hf.backend.config import HFSamplerConfig, HFStaticSamplerConfig
+from corl.builtin.hf.backend.config import HFSamplerConfig
 from corl.builtin.hf.backend.decode import decode
 from corl.builtin.hf.backend.sampler import HFSampler
 from corl.builtin.hf.backend.static_decode import HFStaticSampler, decode_static
@@ -84,109 +83,23 @@ def test_the_decode_step_has_one_shape_and_the_cache_is_static(task, cache_dir):
     assert steps[0] == ((12, 1), (12, width + 5), StaticCache)
 
 
-def greedy_equals_eager(agent, forward, prompts, n=2, new_tokens=6):
-    """The static loop through ``forward`` against the dynamic eager loop (itself equal to generate(): above
-    and test_agent.py), greedy, no EOS (the tiny models end at once), every step run."""
-    enc = agent.encode([p.text for p in prompts])
-    args = (agent.model, enc["input_ids"], enc["attention_mask"], n, new_tokens, 1.0, True, [])
-    with torch.no_grad():
+def test_the_decode_step_is_a_parameter_and_its_bucket_sizes_the_cache(task, cache_dir):
+    # (bench/bounds.py passes torch.compile's step here): every decode step goes through `forward`,
+    # a bucketed cache length changes no token, and the dynamic eager loop (equal to generate(), above) agrees
+    agent = hf_agent("llama-tiny", task)
+    enc = agent.encode([p.text for p in task.split("train")[:6]])
+    calls, widths = [], []
+
+    def forward(**inputs):
+        calls.append(1)
+        widths.append(inputs["attention_mask"].shape[1])
+        return agent.model(**inputs)
+
+    forward.bucket = 16
+    args = (agent.model, enc["input_ids"], enc["attention_mask"], 2, 6, 1.0, True, [])
+    with torch.no_grad():  # no EOS: the tiny models end at once, and every step should run
         ids, logps, live = decode_static(*args, eos=-1, pad=agent.tokenizer.pad_token_id, forward=forward)
         ref_ids, ref_logps, _ = decode(*args, eos=-1, pad=agent.tokenizer.pad_token_id)
-    assert ids.shape == (len(prompts) * n, new_tokens) and bool(live.all())
-    assert torch.equal(ids, ref_ids)
+    assert len(calls) == 5 and set(widths) == {-(-(enc["input_ids"].shape[1] + 6) // 16) * 16}
+    assert ids.shape == (12, 6) and bool(live.all()) and torch.equal(ids, ref_ids)
     assert torch.allclose(logps, ref_logps, atol=1e-5)
-
-
-def logprobs_equal_the_training_forward(agent, sampler, prompts, n=3):
-    torch.manual_seed(0)
-    batch = sampler.sample(agent, prompts, n).batch
-    assert int(batch.completion_mask.sum(1).max()) > 2  # (decode steps ran)
-    with torch.no_grad():
-        logp, _ = agent.token_logprobs(batch, torch.arange(len(prompts) * n))
-    assert float(((logp - batch.old_logprobs).abs() * batch.completion_mask).max()) < 1e-4
-    return batch
-
-
-def compiled_sampler_checks(agent, task, monkeypatch):
-    logged, calls = [], []
-    call = static_decode.CompiledStep.__call__
-    monkeypatch.setattr(static_decode.CompiledStep, "__call__", lambda self, *a: calls.append(1) or call(self, *a))
-    sampler = HFStaticSampler(HFStaticSamplerConfig(compile=True, temperature=1.5, max_new_tokens=6))
-    sampler._log = logged.append
-    logprobs_equal_the_training_forward(agent, sampler, task.split("train")[:8])
-    step = sampler._steps[id(agent.model)]
-    assert calls and step.failed is None and logged == []  # the compiled step ran, nothing fell back
-    greedy_equals_eager(agent, step, task.split("train")[:6])
-    with torch.no_grad():  # an update changes the weights in place: the compiled step reads them, not a frozen copy
-        for p in agent.model.parameters():
-            p.mul_(1.1)
-    greedy_equals_eager(agent, step, task.split("train")[:6])
-    # other shapes (rows, a longer cache): one more graph, its sizes symbolic, serves them all
-    greedy_equals_eager(agent, step, task.split("train")[:5], n=3, new_tokens=23)
-    greedy_equals_eager(agent, step, task.split("train")[:3], n=1, new_tokens=40)
-    assert step.failed is None and logged == []
-
-
-def test_the_compiled_step_is_one_whole_graph_with_eager_results(task, cache_dir, monkeypatch):
-    # dynamo captures the whole decode step (fullgraph: a graph break would fail and fall back) and
-    # runs it; the "eager" backend skips inductor's code generation (the slow test below runs it)
-    from torch._dynamo.utils import counters
-
-    monkeypatch.setattr(static_decode, "BACKEND", "eager")
-    agent = hf_agent("llama-tiny", task)
-    before = counters["stats"]["unique_graphs"]
-    compiled_sampler_checks(agent, task, monkeypatch)
-    # five shapes, three graphs: the first shape's, then the row count symbolic, then the cache length
-    # too, which serves every later shape (no recompile per shape)
-    assert counters["stats"]["unique_graphs"] - before == 3
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", ["llama-tiny", "gpt2-tiny"])
-def test_the_inductor_compiled_step_equals_the_eager_loop_and_the_training_forward(name, task, cache_dir,
-                                                                                   monkeypatch):
-    compiled_sampler_checks(hf_agent(name, task), task, monkeypatch)
-
-
-def test_a_step_that_does_not_compile_logs_once_and_decodes_eagerly(task, cache_dir, monkeypatch):
-    agent = hf_agent("llama-tiny", task)
-    tries = []
-
-    def broken(fn, **options):
-        def run(model, **inputs):  # runs part of the step (the cache written), then fails as a compiler can
-            tries.append(1)
-            model(**inputs)
-            raise RuntimeError("C++ compile error: g++ not found\nmore detail")
-        return run
-
-    monkeypatch.setattr(torch, "compile", broken)
-    logged = []
-    step = static_decode.CompiledStep(agent.model, logged.append)
-    greedy_equals_eager(agent, step, task.split("train")[:6])  # the failed step's cache set back: same tokens
-    assert tries == [1] and logged == ["hf_static: torch.compile of the decode step failed (RuntimeError: C++ compile "
-                                       "error: g++ not found); decoding eagerly"]
-    eager = HFStaticSampler(HFStaticSamplerConfig(temperature=1.5, max_new_tokens=6))
-    sampler = HFStaticSampler(HFStaticSamplerConfig(compile=True, temperature=1.5, max_new_tokens=6))
-    sampler._log = logged.append
-    torch.manual_seed(0)
-    ref = eager.sample(agent, task.split("train")[:8], 3)
-    batch = logprobs_equal_the_training_forward(agent, sampler, task.split("train")[:8])
-    assert tries == [1, 1] and len(logged) == 2  # tried once per sampler, never again for later steps
-    assert torch.equal(batch.sequences, ref.batch.sequences)
-    assert torch.allclose(batch.old_logprobs, ref.batch.old_logprobs, atol=1e-5)
-
-
-def test_the_recipe_key_reaches_the_sampler_and_a_wrong_value_names_it():
-    from corl.errors import ConfigError
-    from corl.plugins import build_registry, make_plugin_manager
-    from corl.recipe import apply_overrides, load_recipe
-    from corl.testing import base_recipe
-
-    registry = build_registry(make_plugin_manager(autoload=False))
-    data = base_recipe()
-    apply_overrides(data, ["agents[0].sampler.type=hf_static", "agents[0].sampler.compile=true"])
-    sampler = load_recipe(data, registry=registry).agents[0].sampler
-    assert sampler.type == "hf_static" and sampler.config.compile is True
-    apply_overrides(data, ['agents[0].sampler.compile="yes"'])
-    with pytest.raises(ConfigError, match=r"agents\[0\]\.sampler\.compile"):
-        load_recipe(data, registry=registry)
