@@ -196,7 +196,7 @@ def measure(key: str, threads: int, repeats: int, profile: bool, sample_repeats:
         names = list(samplers)
         for r in range(sample_repeats):
             for name in names[r % 3:] + names[:r % 3]:
-                ro, wall, cpu = timed(lambda: samplers[name].sample(agent, batch_prompts, generations))
+                ro, wall, cpu = timed(lambda s=samplers[name]: s.sample(agent, batch_prompts, generations))
                 tokens = float(ro.batch.completion_mask.sum())
                 rates[name].append((tokens / wall, tokens / cpu))
         compiled = {"wall": compile_wall, "cpu": compile_cpu, "cold": cold, "failed": failed, "cache": str(inductor),
@@ -304,6 +304,9 @@ def main() -> None:
         print(f"| {r['key']} | {c['wall']:.1f} / {c['cpu']:.1f} | {'cold' if c['cold'] else 'warm'} ({c['cache']}) | "
               f"{c['failed'] or 'no'} | {'yes' if c['same_tokens'] else 'NO'} | {c['logp_diff']:.1e} |")
     results = [r for r in results if "updates" in r]
+    if not results:  # --no-update
+        print(f"\nload average at end {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        return
 
     print("\n## The update against its matmul rate (fused AdamW, the default)\n")
     print("| model | GFLOP / update | update matmul GFLOP/s | update s wall / CPU | GFLOP/s wall / CPU | "
