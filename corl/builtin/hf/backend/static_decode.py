@@ -48,9 +48,8 @@ def decode_static(model, ids, mask, n: int, max_new_tokens: int, temp: float, gr
         return dynamic.decode(model, ids, mask, n, max_new_tokens, temp, greedy, warpers, eos, pad, stop, check,
                               processors)
     prompt_len = ids.shape[1]
-    width = prompt_len + max_new_tokens
-    if forward is not None and getattr(forward, "bucket", 1) > 1:
-        width = -(-width // forward.bucket) * forward.bucket
+    bucket = getattr(forward, "bucket", 1)
+    width = -(-(prompt_len + max_new_tokens) // bucket) * bucket  # (rounded up to a multiple of the bucket)
     cache = StaticCache(config=model.config, max_cache_len=width)
     for static, layer in zip(cache.layers, layers):  # each prompt's keys and values, n copies, written once
         static.update(layer.keys.repeat_interleave(n, 0), layer.values.repeat_interleave(n, 0))
