@@ -1,7 +1,8 @@
 """Each phase of a GRPO step against the core's own matmul rate, measured in the same process (prints
 figures; never a test).
 
-  python bench/bounds.py [--models tiny,smollm2,gemma3] [--threads 1] [--repeats 2] [--no-profile]
+  python bench/bounds.py [--models tiny,smollm2,gemma3] [--threads 1] [--repeats 2] [--sample-repeats 3]
+                         [--no-profile] [--no-update]
 
 For each model (one after the other, in this process), on one sampled batch:
 
@@ -12,8 +13,12 @@ For each model (one after the other, in this process), on one sampled batch:
 - **sampling**: generated tokens/s of the ``hf`` sampler (after a warm-up call) against its FLOP
   bound, ``2 x (the matmuls' parameters)`` FLOPs per generated token at the decode rate (the prefill
   and the attention over the cache are not counted: the bound errs high);
-- **the decode step**: the ``hf`` sampler against ``hf_static`` (a preallocated KV cache), eager,
-  alternating, per CPU second;
+- **the decode step**: the ``hf`` sampler against ``hf_static`` (a preallocated KV cache), eager and
+  with its step through ``torch.compile`` (inductor; :func:`compiled_sampler_class`), alternating,
+  per CPU second and per wall second, each against the FLOP bound; the compiled sampler's first
+  call (the compile, or its load from the inductor cache: cold when ``$TORCHINDUCTOR_CACHE_DIR``,
+  default ``$CORL_CACHE_DIR/inductor``, held nothing before) timed apart, and its greedy tokens and
+  log-probs against the eager step's;
 - **the update**: its floating-point work counted by torch's ``FlopCounterMode`` (forward, backward:
   every matmul and attention op), its time (median of --repeats after a warm-up update), achieved
   GFLOP/s against the update's matmul rate. The update runs alternately with AdamW's fused kernel and
@@ -36,6 +41,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -109,11 +115,38 @@ def categorize(profile) -> dict[str, float]:
     return dict(out)
 
 
-def measure(key: str, threads: int, repeats: int, profile: bool) -> dict:
+def compiled_sampler_class():
+    """``hf_static`` with its decode step through ``torch.compile`` (inductor, whole graph; the
+    prefill eager; no freezing, so the parameters are read live as training needs). Kept here, not as
+    a recipe key: it was slower than eager for SmolLM2 on the CPUs measured (docs/results/performance.md)."""
+    import torch
+
+    from corl.builtin.hf.backend.static_decode import HFStaticSampler, decode_static
+
+    class CompiledSampler(HFStaticSampler):
+        def step(self, model):
+            if getattr(self, "_model", None) is not model:
+                compiled = torch.compile(model, fullgraph=True)  # static shapes, then automatic dynamic ones
+
+                def forward(**inputs):
+                    return compiled(**inputs)
+
+                forward.bucket = 16  # cache lengths in multiples of 16: fewer shapes to compile
+                self._model, self._forward = model, forward
+            return self._forward
+
+        def decode(self, model, *args, **kwargs):
+            return decode_static(model, *args, forward=self.step(model), **kwargs)
+
+    return CompiledSampler
+
+
+def measure(key: str, threads: int, repeats: int, profile: bool, sample_repeats: int = 3, update: bool = True) -> dict:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from corl.builtin.hf.backend.static_decode import HFStaticSampler
+    from corl.builtin.hf.backend.static_decode import HFStaticSampler, decode_static
+    from corl.builtin.hf.models.catalog import cache_root
     from corl.plugins import build_registry, make_plugin_manager
     from corl.recipe import load_recipe
     from corl.runtime import Run
@@ -139,13 +172,40 @@ def measure(key: str, threads: int, repeats: int, profile: bool) -> dict:
         bound_tps = decode_rate * 1e9 / (2 * params)
 
         static_sampler = HFStaticSampler(slot.sampler.config)
+        compiled_sampler = compiled_sampler_class()(slot.sampler.config)
         static_sampler.sample(agent, batch_prompts, generations)  # warm-up
-        samplers = {"hf": [], "hf_static": []}  # tokens/s per CPU second, alternating
-        for r in range(repeats):
-            for name in (("hf", "hf_static") if r % 2 == 0 else ("hf_static", "hf")):
-                sampler = slot.sampler if name == "hf" else static_sampler
-                ro, _, cpu = timed(lambda: sampler.sample(agent, batch_prompts, generations))
-                samplers[name].append(float(ro.batch.completion_mask.sum()) / cpu)
+        inductor = Path(os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root() / "inductor")))
+        cold = not inductor.exists() or not any(inductor.iterdir())
+        failed = None
+        try:
+            _, compile_wall, compile_cpu = timed(lambda: compiled_sampler.sample(agent, batch_prompts, generations))
+        except Exception as error:  # noqa: BLE001 - no compiler here: say so, measure the rest
+            failed, compile_wall, compile_cpu = f"{type(error).__name__}: {str(error).splitlines()[0][:120]}", 0, 0
+            compiled_sampler = static_sampler
+        compiled_sampler.sample(agent, batch_prompts, generations)  # warm-up after the compile
+        with torch.no_grad():  # exactness: compiled against eager, greedy, the same prompts
+            enc = agent.encode(batch_prompts).to(agent.device)
+            args = (agent.model, enc["input_ids"], enc["attention_mask"], generations, new_tokens, 1.0, True, [])
+            pad = agent.tokenizer.pad_token_id
+            e_ids, e_logp, _ = decode_static(*args, eos=-1, pad=pad)
+            c_ids, c_logp, _ = decode_static(*args, eos=-1, pad=pad, forward=compiled_sampler.step(agent.model))
+        same_tokens, logp_diff = bool(torch.equal(e_ids, c_ids)), float((e_logp - c_logp).abs().max())
+        # tokens/s (wall, CPU) per sampler, alternating in a rotating order
+        samplers = {"hf": slot.sampler, "hf_static": static_sampler, "hf_static compiled": compiled_sampler}
+        rates: dict[str, list[tuple[float, float]]] = {name: [] for name in samplers}
+        names = list(samplers)
+        for r in range(sample_repeats):
+            for name in names[r % 3:] + names[:r % 3]:
+                ro, wall, cpu = timed(lambda s=samplers[name]: s.sample(agent, batch_prompts, generations))
+                tokens = float(ro.batch.completion_mask.sum())
+                rates[name].append((tokens / wall, tokens / cpu))
+        compiled = {"wall": compile_wall, "cpu": compile_cpu, "cold": cold, "failed": failed, "cache": str(inductor),
+                    "same_tokens": same_tokens, "logp_diff": logp_diff}
+        if not update:
+            return {"key": key, "model": model_name, "params": params, "generated": generated,
+                    "batch": f"{prompts} x {generations}, <= {new_tokens} new tokens", "sample_wall": s_wall,
+                    "sample_cpu": s_cpu, "decode_rate": decode_rate, "bound_tps": bound_tps, "samplers": rates,
+                    "compiled": compiled}
 
         rewards = [[float(i % 2) for i in range(generations)] for _ in batch_prompts]  # every completion trained
         optimizer = slot.optimizer
@@ -190,7 +250,7 @@ def measure(key: str, threads: int, repeats: int, profile: bool) -> dict:
         return {"key": key, "model": model_name, "batch": f"{prompts} x {generations}, <= {new_tokens} new tokens",
                 "params": params, "generated": generated, "sample_wall": s_wall, "sample_cpu": s_cpu,
                 "decode_rate": decode_rate, "bound_tps": bound_tps, "gflop": gflop, "update_rate": update_rate,
-                "updates": updates, "samplers": samplers, "breakdown": breakdown, "top": breakdown_top, "profiled_wall": profiled_wall}
+                "updates": updates, "samplers": rates, "compiled": compiled, "breakdown": breakdown, "top": breakdown_top, "profiled_wall": profiled_wall}
 
 
 def main() -> None:
@@ -198,7 +258,9 @@ def main() -> None:
     parser.add_argument("--models", default="tiny,smollm2", help=f"comma-separated, of {', '.join(MODELS)}")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=2, help="update pairs (fused, loop), alternating")
+    parser.add_argument("--sample-repeats", type=int, default=3, help="timed calls of each sampler, alternating")
     parser.add_argument("--no-profile", action="store_true", help="skip the profiled update")
+    parser.add_argument("--no-update", action="store_true", help="sampling only (no update, no profile)")
     args = parser.parse_args()
     keys = args.models.split(",")
     unknown = [k for k in keys if k not in MODELS]
@@ -210,7 +272,8 @@ def main() -> None:
           f"load average at start {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
     results = []
     for key in keys:
-        results.append(measure(key, args.threads, args.repeats, not args.no_profile))
+        results.append(measure(key, args.threads, args.repeats, not args.no_profile, args.sample_repeats,
+                               not args.no_update))
         print(f"{key} done; load average {os.getloadavg()[0]:.1f}", flush=True)
 
     print("\n## Sampling against its FLOP bound (2 x matmul parameters per generated token)\n")
@@ -223,12 +286,27 @@ def main() -> None:
               f"| {r['generated']} | {wall_tps:.0f} | {wall_tps / r['bound_tps']:.1%} | {cpu_tps:.0f} | "
               f"{cpu_tps / r['bound_tps']:.1%} |")
 
-    print("\n## The sampler's decode step: hf (dynamic cache) against hf_static (preallocated), eager\n")
-    print("| model | hf tokens/s (CPU) | hf_static tokens/s (CPU) | static / dynamic |")
-    print("|---|---|---|---|")
+    print("\n## The sampler's decode step: hf (dynamic cache), hf_static (preallocated) eager and compiled\n")
+    print("Medians of the alternating calls; each rate also as a fraction of the FLOP bound above.\n")
+    print("| model | sampler | tokens/s (wall) | of bound (wall) | tokens/s (CPU) | of bound (CPU) | vs hf (CPU) |")
+    print("|---|---|---|---|---|---|---|")
     for r in results:
-        dyn, sta = (statistics.median(r["samplers"][k]) for k in ("hf", "hf_static"))
-        print(f"| {r['key']} | {dyn:.0f} | {sta:.0f} | {sta / dyn:.2f}x |")
+        base = statistics.median(c for _, c in r["samplers"]["hf"])
+        for name, rates in r["samplers"].items():
+            wall, cpu = statistics.median(w for w, _ in rates), statistics.median(c for _, c in rates)
+            print(f"| {r['key']} | {name} | {wall:.0f} | {wall / r['bound_tps']:.1%} | {cpu:.0f} | "
+                  f"{cpu / r['bound_tps']:.1%} | {cpu / base:.2f}x |")
+    print("\n| model | compiled sampler's first call s wall / CPU | inductor cache | compile failed | greedy tokens "
+          "as eager's | max log-prob difference |")
+    print("|---|---|---|---|---|---|")
+    for r in results:
+        c = r["compiled"]
+        print(f"| {r['key']} | {c['wall']:.1f} / {c['cpu']:.1f} | {'cold' if c['cold'] else 'warm'} ({c['cache']}) | "
+              f"{c['failed'] or 'no'} | {'yes' if c['same_tokens'] else 'NO'} | {c['logp_diff']:.1e} |")
+    results = [r for r in results if "updates" in r]
+    if not results:  # --no-update
+        print(f"\nload average at end {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        return
 
     print("\n## The update against its matmul rate (fused AdamW, the default)\n")
     print("| model | GFLOP / update | update matmul GFLOP/s | update s wall / CPU | GFLOP/s wall / CPU | "

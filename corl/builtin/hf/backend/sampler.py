@@ -48,8 +48,8 @@ class HFSampler:
             for start in range(0, len(prompts), per_call):
                 ids = enc["input_ids"][start:start + per_call]
                 am = enc["attention_mask"][start:start + per_call]
-                pieces.append(decode(model, ids, am, n, cfg.max_new_tokens, temp, greedy, shape, eos, pad, stop,
-                                     check=self.check, processors=process))
+                pieces.append(self.decode(model, ids, am, n, cfg.max_new_tokens, temp, greedy, shape, eos, pad,
+                                          stop, check=self.check, processors=process))
         width = max(c.shape[1] for c, _, _ in pieces)
         pad_to = lambda t, value=0: torch.nn.functional.pad(t, (0, width - t.shape[1]), value=value)
         completion = torch.cat([pad_to(c, pad) for c, _, _ in pieces])
@@ -59,6 +59,11 @@ class HFSampler:
         return rollout(agent, prompts, n, enc["input_ids"].repeat_interleave(n, 0),
                        enc["attention_mask"].repeat_interleave(n, 0), completion, logp, cmask, temp, cfg.stop,
                        max_new_tokens=cfg.max_new_tokens)
+
+    def decode(self, model, *args, **kwargs):
+        """One decode call, :func:`corl.builtin.hf.backend.decode.decode`'s arguments and result (a
+        subclass decodes its own way: ``hf_static``)."""
+        return decode(model, *args, **kwargs)
 
     def _stop_at(self, tokenizer) -> StopAt:
         """One stop-string matcher per tokenizer (building one scans the whole vocabulary)."""
