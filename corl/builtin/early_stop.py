@@ -23,6 +23,7 @@ from pathlib import Path
 
 import attrs
 
+from corl.context import Context, RegistryView
 from corl.hookspecs import hookimpl
 
 v = attrs.validators
@@ -69,7 +70,7 @@ class EarlyStop:
 
     every_rank = True
 
-    def __init__(self, config: EarlyStopConfig | None = None, ctx=None):
+    def __init__(self, config: EarlyStopConfig | None = None, ctx: Context | None = None):
         self.config = config or EarlyStopConfig()
         self.history: dict[str, list[dict[str, float]]] = {}
         self.snapshots: dict[int, Path] = {}
@@ -132,6 +133,6 @@ class EarlyStop:
 
 
 @hookimpl
-def corl_register_components(registry):
+def corl_register_components(registry: RegistryView) -> None:
     registry.add("observer", "early_stop", EarlyStop, EarlyStopConfig,
                  help="stop (and roll back) when reward rises while agreement rises and answer diversity falls")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from corl import logs
 from corl.atomic import write_together
+from corl.context import Context, RegistryView
 from corl.hookspecs import hookimpl
 from corl.types import NoConfig
 
@@ -25,7 +26,7 @@ class ConsoleObserver:
     logged line every 5% of the steps (or every minute) with each agent's reward mean and the ETA
     (:class:`corl.logs.Progress`)."""
 
-    def __init__(self, config=None, ctx=None):
+    def __init__(self, config=None, ctx: Context | None = None):
         self.progress = None
         self.log = logs.get("progress")
 
@@ -90,7 +91,7 @@ class JsonlObserver:
     """One JSON line per training step and per evaluation in ``metrics.jsonl``; the logged
     completions (``run.log_completions`` per agent) one per line in ``samples.jsonl``."""
 
-    def __init__(self, config=None, ctx=None):
+    def __init__(self, config=None, ctx: Context | None = None):
         self.file = self.samples = None
 
     @hookimpl
@@ -136,7 +137,7 @@ class JsonlObserver:
 class TensorboardObserver:
     """Scalars per agent per step under ``output_dir/tensorboard`` (``train/<agent>/<metric>``)."""
 
-    def __init__(self, config=None, ctx=None):
+    def __init__(self, config=None, ctx: Context | None = None):
         self.writer = None
 
     @hookimpl
@@ -184,7 +185,7 @@ class CheckpointObserver:
 
     every_rank = True
 
-    def __init__(self, config=None, ctx=None):
+    def __init__(self, config=None, ctx: Context | None = None):
         pass
 
     @hookimpl
@@ -202,7 +203,7 @@ class CheckpointObserver:
 
 
 @hookimpl
-def corl_register_components(registry):
+def corl_register_components(registry: RegistryView) -> None:
     registry.add("observer", "console", ConsoleObserver, NoConfig, help="progress bar and before/after table")
     registry.add("observer", "jsonl", JsonlObserver, NoConfig, help="metrics.jsonl")
     registry.add("observer", "tensorboard", TensorboardObserver, NoConfig, help="tensorboard event files")

@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from corl.context import RegistryView
 from corl.hookspecs import hookimpl
 from corl.types import NoConfig, Rollout
 
@@ -108,7 +109,7 @@ class LengthPenalty:
 
 
 @hookimpl
-def corl_register_components(registry):
+def corl_register_components(registry: RegistryView) -> None:
     registry.add("shaping", "boxed", Boxed, NoConfig,
                  help="format reward: 1 when the completion boxes its answer in a closed \\boxed{}, else 0")
     registry.add("shaping", "regex", Regex, RegexConfig,

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import attrs
 
+from corl.context import Context, RegistryView
 from corl.hookspecs import hookimpl
 from corl.protocols import Aggregator, AnswerVerifier
 from corl.types import NoConfig, PseudoLabel, Routed, Vote, VoteContext
@@ -37,7 +38,7 @@ class RingRouter:
     supervised = False
     min_agents = 2
 
-    def __init__(self, config: NoConfig, ctx=None):
+    def __init__(self, config: NoConfig, ctx: Context | None = None):
         pass
 
     def route(self, votes: Mapping[str, Sequence[Sequence[Vote]]], labels: Mapping[str, Sequence[PseudoLabel]],
@@ -60,7 +61,7 @@ class AllPairsRouter:
     supervised = False
     min_agents = 2
 
-    def __init__(self, config: AllPairsConfig, ctx=None):
+    def __init__(self, config: AllPairsConfig, ctx: Context | None = None):
         self.config = config
 
     def route(self, votes, labels, verifier, aggregator, truth=None) -> Routed:
@@ -107,7 +108,7 @@ class UpwardRouter:
     supervised = False
     min_agents = 2
 
-    def __init__(self, config: UpwardConfig, ctx=None):
+    def __init__(self, config: UpwardConfig, ctx: Context | None = None):
         self.config, self.ctx = config, ctx
 
     def estimate(self, votes: Mapping[str, Sequence[Sequence[Vote]]], verifier: AnswerVerifier) -> Any:
@@ -146,7 +147,7 @@ class SelfRouter:
     supervised = False
     min_agents = 1
 
-    def __init__(self, config: NoConfig, ctx=None):
+    def __init__(self, config: NoConfig, ctx: Context | None = None):
         pass
 
     def route(self, votes, labels, verifier, aggregator, truth=None) -> Rewards:
@@ -159,7 +160,7 @@ class GroundTruthRouter:
     supervised = True
     min_agents = 1
 
-    def __init__(self, config: NoConfig, ctx=None):
+    def __init__(self, config: NoConfig, ctx: Context | None = None):
         pass
 
     def route(self, votes, labels, verifier, aggregator, truth=None) -> Routed:
@@ -182,7 +183,7 @@ class JudgeRouter:
     supervised = False
     min_agents = 2
 
-    def __init__(self, config: JudgeConfig, ctx=None):
+    def __init__(self, config: JudgeConfig, ctx: Context | None = None):
         self.judge = config.judge
 
     @staticmethod
@@ -198,7 +199,7 @@ class JudgeRouter:
 
 
 @hookimpl
-def corl_register_components(registry):
+def corl_register_components(registry: RegistryView) -> None:
     registry.add("router", "judge", JudgeRouter, JudgeConfig, help="i <- a judge agent (judge-based baseline)")
     registry.add("router", "ring", RingRouter, NoConfig, help="i <- i+1")
     registry.add("router", "all_pairs", AllPairsRouter, AllPairsConfig, help="i <- every j != i, pooled or averaged")

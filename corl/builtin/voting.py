@@ -12,7 +12,7 @@ from typing import Literal
 
 import attrs
 
-from corl.context import Context
+from corl.context import Context, RegistryView
 from corl.hookspecs import hookimpl
 from corl.protocols import AnswerVerifier
 from corl.types import PseudoLabel, Vote, VoteContext
@@ -254,7 +254,7 @@ class ReliabilityVote:
 
 
 @hookimpl
-def corl_register_components(registry):
+def corl_register_components(registry: RegistryView) -> None:
     registry.add("aggregator", "majority", MajorityVote, MajorityConfig, help="most common equivalent answer")
     registry.add("aggregator", "weighted", WeightedVote, WeightedConfig,
                  help="votes weighted by sequence confidence or by the agent's self-consistency")

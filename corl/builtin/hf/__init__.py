@@ -25,6 +25,7 @@ from corl.builtin.hf.models.sources import installed_packaged
 from corl.builtin.hf.reward_model import RewardModel, RewardModelConfig
 from corl.builtin.hf.vision import make_vision_agent, make_vision_sampler
 from corl.builtin.hf.vision.config import HFVisionAgentConfig, VisionSamplerConfig
+from corl.context import RegistryView
 from corl.hookspecs import hookimpl
 from corl.traits import ModelFacts, TinySetup
 
@@ -50,7 +51,7 @@ make_agent.tiny = tiny  # a trait (corl.traits.AgentTraits)
 
 
 @hookimpl
-def corl_register_components(registry):
+def corl_register_components(registry: RegistryView) -> None:
     registry.add_fact("packaged_models", installed_packaged)  # corl env: the pypi: models here, with provenance
     registry.add("agent", "hf", make_agent, HFAgentConfig,
                  help="transformers causal LM (zoo:, a folder, gguf:, pypi: or a hub id); FSDP2 sharding and "

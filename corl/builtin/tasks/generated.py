@@ -12,7 +12,7 @@ A new generated task is its config class, its generator and a few lines::
 
 
     @hookimpl
-    def corl_register_components(registry):
+    def corl_register_components(registry: RegistryView) -> None:
         CountdownTask.register(registry)
 
 :class:`GeneratedTask` holds the rest: the splits, the ``missing_split`` trait (a split of size 0

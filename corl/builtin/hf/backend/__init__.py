@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from corl.builtin.hf.backend.config import HFAgentConfig, HFSamplerConfig
 from corl.builtin.hf.models.config import agent_checks
+from corl.context import Context
 
 
 def make_agent(config: HFAgentConfig, ctx):
@@ -28,13 +29,13 @@ def make_agent(config: HFAgentConfig, ctx):
     return HFAgent(config, ctx)
 
 
-def make_sampler(config: HFSamplerConfig, ctx=None):
+def make_sampler(config: HFSamplerConfig, ctx: Context | None = None):
     from corl.builtin.hf.backend.sampler import HFSampler
 
     return HFSampler(config, ctx)
 
 
-def make_static_sampler(config: HFSamplerConfig, ctx=None):
+def make_static_sampler(config: HFSamplerConfig, ctx: Context | None = None):
     from corl.builtin.hf.backend.static_decode import HFStaticSampler
 
     return HFStaticSampler(config, ctx)

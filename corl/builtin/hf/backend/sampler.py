@@ -16,13 +16,14 @@ from corl.builtin.hf.backend.batch import rollout
 from corl.builtin.hf.backend.common import TextAgent, check_length, sampler_key, serves
 from corl.builtin.hf.backend.config import HFSamplerConfig
 from corl.builtin.hf.backend.decode import StopAt, decode, processors, warpers
+from corl.context import Context
 from corl.types import Prompt, Rollout
 
 
 class HFSampler:
     """A batched decode loop with the KV cache; N samples per prompt, each prompt prefilled once."""
 
-    def __init__(self, config: HFSamplerConfig, ctx=None):
+    def __init__(self, config: HFSamplerConfig, ctx: Context | None = None):
         self.config = config
         self._stops: dict[int, StopAt] = {}
         self.check = ctx.stop.check if ctx is not None else (lambda: None)  # a run's stop, per decode step

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from corl.builtin.hf.models.config import zoo_needs_seed
 from corl.builtin.hf.vision.config import HFVisionAgentConfig, VisionSamplerConfig
+from corl.context import Context
 
 
 def make_vision_agent(config: HFVisionAgentConfig, ctx):
@@ -23,7 +24,7 @@ def make_vision_agent(config: HFVisionAgentConfig, ctx):
     return VisionAgent(config, ctx)
 
 
-def make_vision_sampler(config: VisionSamplerConfig, ctx=None):
+def make_vision_sampler(config: VisionSamplerConfig, ctx: Context | None = None):
     from corl.builtin.hf.vision.sampler import VisionSampler
 
     return VisionSampler(config, ctx)

@@ -10,13 +10,14 @@ from corl.builtin.hf.backend.batch import rollout
 from corl.builtin.hf.backend.common import ImageTextAgent, check_length, sampler_key, serves
 from corl.builtin.hf.vision.agent import VisionSampleBatch
 from corl.builtin.hf.vision.config import VisionSamplerConfig
+from corl.context import Context
 from corl.types import Prompt, Rollout
 
 
 class VisionSampler:
     """Batched ``generate`` with each row's image inputs: the ``hf_vision`` sampler."""
 
-    def __init__(self, config: VisionSamplerConfig, ctx=None):
+    def __init__(self, config: VisionSamplerConfig, ctx: Context | None = None):
         self.config = config
         self.check = ctx.stop.check if ctx is not None else (lambda: None)  # between generate calls
         if ctx is not None and ctx.agent is not None:
