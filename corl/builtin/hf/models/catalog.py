@@ -16,6 +16,9 @@ SHIPPED_ZOO = {"llama-add3": "llama", "qwen2-add3": "qwen2", "neox-add3": "gpt_n
                "qwen2-add3-strong": "qwen2"}
 #: vision-language zoo name -> design (:mod:`corl.builtin.hf.vision.zoo`)
 VISION_ZOO = {"llava-tiny": "llava", "idefics3-tiny": "idefics3"}
+#: vision-language zoo models shipped trained inside the package (warm-started on the ``shapes`` task,
+#: the VLM pair's matched bases) -> design; built like the text ones (:mod:`corl.builtin.hf.models.shipped`)
+SHIPPED_VISION_ZOO = {"llava-shapes": "llava", "idefics3-shapes": "idefics3"}
 
 CACHE_ENV = "CORL_CACHE_DIR"
 
@@ -23,6 +26,11 @@ CACHE_ENV = "CORL_CACHE_DIR"
 def cache_root() -> Path:
     """Where built models are cached: ``$CORL_CACHE_DIR``, default ``~/.cache/corl``."""
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "corl")
+
+
+def is_shipped(model: str) -> bool:
+    """Whether ``model = "..."`` names a zoo model shipped trained (text or vision): no warm-start."""
+    return model.startswith("zoo:") and (model[4:] in SHIPPED_ZOO or model[4:] in SHIPPED_VISION_ZOO)
 
 
 def shipped_folder(name: str) -> Path:

@@ -12,7 +12,7 @@ from typing import Literal, Protocol
 
 import attrs
 
-from corl.builtin.hf.models.catalog import SHIPPED_ZOO
+from corl.builtin.hf.models.catalog import is_shipped
 
 
 class ZooSettings(Protocol):
@@ -117,7 +117,7 @@ def zoo_needs_seed(config: ZooSettings, facts) -> list[tuple[str, str]]:
     warm-starts on the task's labeled seed split, so a task that will have none is refused here,
     before anything loads (unless the agent asks for an untrained model with zoo_steps = 0). A
     shipped zoo model needs no seed split, and takes no warm-start settings."""
-    if config.model.startswith("zoo:") and config.model[4:] in SHIPPED_ZOO:
+    if is_shipped(config.model):
         own = {"zoo_seed": config.zoo_seed, "zoo_steps": config.zoo_steps, "zoo_stop": config.zoo_stop}
         return [(key, f"{config.model} ships trained (no warm-start): {key} applies to the zoo models "
                       "warm-started here (zoo:llama-tiny, ...); remove it")

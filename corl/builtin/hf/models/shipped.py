@@ -14,8 +14,15 @@ recipes/one_strong). A warm-start stopped inside a transition lands elsewhere on
 (the weak cohort's bases, warm-started at load on another machine, came out 20 / 88 / 18%
 pass@1 instead of ~40%), which is why every base a recipe starts from mid-transition is shipped.
 
+Two vision-language ones (:data:`SHIPPED_VISION`) are the VLM pair's matched bases
+(recipes/vlm_pair_ring.toml): ``zoo:llava-shapes`` and ``zoo:idefics3-shapes``, the vision zoo's
+``zoo:llava-tiny`` and ``zoo:idefics3-tiny`` warm-started on the ``shapes`` task's labeled seed split
+as that recipe warm-started them at load before they shipped (LLaVA after 3,000 steps; Idefics3 stopped
+inside its transition, at step 850 of 2,000 where the recipe stopped it at 1,100: the same warm-start
+went through the transition earlier on the machine they were built on; :data:`SHIPPED_VISION`).
+
 ``scripts/make_zoo.py`` rebuilds them (``--check`` compares the sha256 of each rebuilt
-``model.safetensors`` with :data:`SHIPPED`; the slow test ``tests/unit/builtin/hf/test_shipped_slow.py``
+``model.safetensors`` with :data:`SHIPPED` and :data:`SHIPPED_VISION`; the slow test ``tests/unit/builtin/hf/test_shipped_slow.py``
 does the same). A rebuild is bit-for-bit on one torch build at one thread; another machine or
 library version may stop elsewhere in the transition, which is why the weights are shipped.
 """
@@ -31,7 +38,7 @@ import attrs
 from corl import logs
 from corl.atomic import atomic_folder
 from corl.builtin.hf.models import zoo
-from corl.builtin.hf.models.catalog import SHIPPED_ZOO, shipped_folder
+from corl.builtin.hf.models.catalog import SHIPPED_VISION_ZOO, SHIPPED_ZOO, VISION_ZOO, shipped_folder
 from corl.builtin.hf.models.config import ZooConfig
 
 
@@ -76,6 +83,38 @@ SHIPPED = {
 assert {n: m.family for n, m in SHIPPED.items()} == SHIPPED_ZOO
 
 
+@attrs.frozen
+class ShippedVisionModel:
+    base: str  # the vision zoo model it was warm-started from (zoo:llava-tiny, ...)
+    warm_start: ZooConfig
+    sha256: str  # the first 16 hex digits of model.safetensors' sha256
+    #: its documented regime: greedy accuracy and pass@1 on a fixed small eval (the first 100 eval prompts
+    #: of the VISION_TASK, greedy then x 4 samples at temperature 1, torch seed 0;
+    #: tests/unit/builtin/hf/test_shipped.py) lie in these bands
+    greedy: tuple[float, float]
+    pass1: tuple[float, float]
+
+
+#: The ``[task]`` whose seed split the vision ones were warm-started on (recipes/vlm_pair_ring.toml's:
+#: the shapes task's defaults; each split has its own stream, so train and eval sizes change nothing).
+VISION_TASK = {"type": "shapes", "seed_size": 4000, "seed": 1234}
+_VLM_PAIR = ZooConfig(steps=2000, batch_size=64, lr=1e-3)  # recipes/vlm_pair_ring.toml's [zoo] before they shipped
+#: The VLM pair's bases (docs/how-to/vision.md, "Shipped bases"), on 500 eval prompts x 8 (greedy / pass@1 /
+#: maj@8). The recipe's own warm-starts, rebuilt on the machine these were made on, did not land where
+#: docs/how-to/vision.md measured them (LLaVA 0.528 / 0.379 / 0.384, Idefics3 at step 1,100 0.530 / 0.391 /
+#: 0.393): LLaVA's 3,000 steps stayed at the modal-answer plateau (0.304 / 0.239 / 0.206; zoo seeds 1 and 2
+#: too: pass@1 0.235, 0.210) and is shipped as it came out; Idefics3 (the 2,000-step cosine) went through
+#: its transition earlier (0.468 / 0.358 / 0.408 @800 -> 0.506 / 0.391 / 0.416 @850 -> 0.588 / 0.461 /
+#: 0.482 @900 -> 0.699 pass@1 @1100), so it is stopped at 850, where the docs' step-1,100 snapshot was.
+SHIPPED_VISION = {
+    "llava-shapes": ShippedVisionModel("llava-tiny", attrs.evolve(_VLM_PAIR, steps=3000), "18cff12214b02eea",
+                                       greedy=(0.20, 0.36), pass1=(0.18, 0.32)),
+    "idefics3-shapes": ShippedVisionModel("idefics3-tiny", attrs.evolve(_VLM_PAIR, stop=850), "36af71b2414e59c1",
+                                          greedy=(0.42, 0.60), pass1=(0.32, 0.50)),
+}
+assert {n: VISION_ZOO[m.base] for n, m in SHIPPED_VISION.items()} == SHIPPED_VISION_ZOO
+
+
 def digest(folder: Path) -> str:
     """The first 16 hex digits of the sha256 of ``folder/model.safetensors``."""
     return hashlib.sha256((Path(folder) / "model.safetensors").read_bytes()).hexdigest()[:16]
@@ -100,6 +139,30 @@ def rebuild(name: str, examples: Sequence[tuple[str, str]], out: Path,
     got = digest(out)
     log(f"zoo:{name}: rebuilt {spec.warm_start.steps} steps -> {out} (sha256 {got}; shipped {spec.sha256}, "
         f"{'identical' if got == spec.sha256 else 'DIFFERENT'})")
+    return got
+
+
+def rebuild_vision(name: str, prompts: Sequence, out: Path, log: Callable[[str], None] = logs.logger.info) -> str:
+    """Warm-start shipped vision model ``name`` again on ``prompts`` (the VISION_TASK's labeled seed
+    split) into the folder ``out``, at one torch thread, as recipes/vlm_pair_ring.toml did at load;
+    returns its :func:`digest`."""
+    import torch
+
+    from corl.builtin.hf.vision import zoo as vision_zoo
+
+    spec = SHIPPED_VISION[name]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model, processor = vision_zoo.warm_start(spec.base, prompts, spec.warm_start)
+    finally:
+        torch.set_num_threads(threads)
+    with atomic_folder(Path(out)) as tmp:
+        model.save_pretrained(tmp)
+        processor.save_pretrained(tmp)
+    got = digest(out)
+    log(f"zoo:{name}: rebuilt zoo:{spec.base} {spec.warm_start.describe()} steps -> {out} (sha256 {got}; shipped "
+        f"{spec.sha256}, {'identical' if got == spec.sha256 else 'DIFFERENT'})")
     return got
 
 

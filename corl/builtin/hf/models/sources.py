@@ -1,6 +1,7 @@
 """Where an ``hf`` agent's weights come from: one resolver for every ``model = "..."`` form.
 
-* ``zoo:NAME``: a tiny model shipped trained with the package (:mod:`corl.builtin.hf.models.shipped`), or built
+* ``zoo:NAME``: a tiny model shipped trained with the package (text or vision,
+  :mod:`corl.builtin.hf.models.shipped`), or built
   and warm-started here (:mod:`corl.builtin.hf.models.zoo`, :mod:`corl.builtin.hf.vision.zoo`).
 * a local Hugging Face folder (holds ``config.json``).
 * ``gguf:PATH``: a GGUF file, dequantised and converted once to a safetensors HF folder in the
@@ -31,7 +32,15 @@ import attrs
 
 from corl import logs
 from corl.atomic import atomic_folder
-from corl.builtin.hf.models.catalog import SHIPPED_ZOO, TEXT_ZOO, VISION_ZOO, cache_root, shipped_folder
+from corl.builtin.hf.models.catalog import (
+    SHIPPED_VISION_ZOO,
+    SHIPPED_ZOO,
+    TEXT_ZOO,
+    VISION_ZOO,
+    cache_root,
+    is_shipped,
+    shipped_folder,
+)
 from corl.errors import CorlError
 
 EXTRA = "co-rl[real]"
@@ -98,10 +107,11 @@ def check_source(value: str, vision: bool = False) -> None:
     a vision-language (``hf_vision``) agent; reads at most a folder's config.json, imports nothing heavy."""
     other = "hf" if vision else "hf_vision"
     if value.startswith("zoo:"):
-        names = VISION_ZOO if vision else {**SHIPPED_ZOO, **TEXT_ZOO}
+        text, image = {**SHIPPED_ZOO, **TEXT_ZOO}, {**SHIPPED_VISION_ZOO, **VISION_ZOO}
+        names = image if vision else text
         if value[4:] in names:
             return
-        if value[4:] in (TEXT_ZOO.keys() | SHIPPED_ZOO.keys() if vision else VISION_ZOO):
+        if value[4:] in (text if vision else image):
             raise ValueError(f"a {'text' if vision else 'vision-language'} zoo model; give this agent type = \"{other}\"")
         raise ValueError(f"unknown zoo model; available {', '.join('zoo:' + n for n in names)}")
     if value.startswith(("pypi:", "gguf:")) and vision:
@@ -139,7 +149,7 @@ def check_source(value: str, vision: bool = False) -> None:
 
 def resolve(value: str, *, log: Callable[[str], None] = logs.logger.info, zoo_builder: Callable[[str], Path] | None = None) -> str:
     """What transformers' ``from_pretrained`` should load for ``model = value``: a folder or a hub id."""
-    if value.startswith("zoo:") and value[4:] in SHIPPED_ZOO:
+    if is_shipped(value):
         return str(shipped_folder(value[4:]))
     if value.startswith("zoo:"):
         if zoo_builder is None:

@@ -1,5 +1,6 @@
 """The ``hf_vision`` agent and sampler: transformers image-text-to-text models (LLaVA, Idefics3 /
-SmolVLM, Qwen2-VL, ...) and the tiny ones of :mod:`corl.builtin.hf.vision.zoo`.
+SmolVLM, Qwen2-VL, ...) and the tiny ones of :mod:`corl.builtin.hf.vision.zoo` (warm-started here, or
+shipped trained: :mod:`corl.builtin.hf.models.shipped`).
 
 Prompts go through the model's own processor and chat template (``{"type": "image"}`` parts, then
 the text), one prompt at a time, so every row keeps its own image inputs (``pixel_values`` and
@@ -26,6 +27,7 @@ from corl.builtin.hf.backend.common import (
     save_loadable,
     save_weights,
 )
+from corl.builtin.hf.models.catalog import is_shipped, shipped_folder
 from corl.builtin.hf.models.config import zoo_config_for
 from corl.builtin.hf.vision import zoo as vision_zoo
 from corl.builtin.hf.vision.config import HFVisionAgentConfig
@@ -62,7 +64,9 @@ class VisionAgent:
             raise CorlError(f"{who}: an hf_vision agent trains on one rank; give it a single rank in agents[i].ranks "
                             "(several ranks shard hf agents only, docs/how-to/scale-out.md)")
         source = config.model
-        if source.startswith("zoo:"):
+        if is_shipped(source):  # shipped trained (zoo:llava-shapes, ...): no warm-start
+            source = str(shipped_folder(source[4:]))
+        elif source.startswith("zoo:"):
             zoo_config = zoo_config_for(config, ctx.section("zoo"))
             source = str(vision_zoo.resolve(source[4:], ctx.task.split("seed"), zoo_config, log=ctx.log,
                                             check=ctx.stop.check))

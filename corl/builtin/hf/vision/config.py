@@ -22,7 +22,8 @@ def _vision_model(instance, attribute, value: str) -> None:
 @attrs.frozen
 class HFVisionAgentConfig(ModelSettings):
     model: str = attrs.field(kw_only=True, validator=_vision_model, metadata={
-        "help": "zoo:llava-tiny or zoo:idefics3-tiny (built and warm-started here), a local folder of an "
+        "help": "zoo:llava-shapes or zoo:idefics3-shapes (shipped trained on the shapes task), zoo:llava-tiny "
+                "or zoo:idefics3-tiny (built and warm-started here), a local folder of an "
                 "image-text-to-text model (its config has a vision_config), or a hub id"})
 
 
