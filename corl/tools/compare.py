@@ -71,11 +71,10 @@ def evaluation_key(recipe: dict[str, Any]) -> dict[str, Any]:
     """``recipe`` (:func:`corl.recipe.to_dict`) without what cannot change its step-0 evaluation."""
     key = {section: value for section, value in recipe.items() if section not in NOT_EVALUATED_SECTIONS}
     for section, keys in NOT_EVALUATED.items():
-        drop = lambda table: {k: v for k, v in table.items() if k not in keys}
         if isinstance(key.get(section), list):
-            key[section] = [drop(table) for table in key[section]]
+            key[section] = [{k: v for k, v in table.items() if k not in keys} for table in key[section]]
         elif isinstance(key.get(section), dict):
-            key[section] = drop(key[section])
+            key[section] = {k: v for k, v in key[section].items() if k not in keys}
     return key
 
 

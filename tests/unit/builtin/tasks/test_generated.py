@@ -5,9 +5,9 @@ import attrs
 import pytest
 
 from corl.builtin.tasks import addition, arithmetic, code_tasks, drills, shapes, word_problems
-from corl.builtin.tasks.verifiers import IntegerVerifier
 from corl.builtin.tasks.generated import GeneratedTask, instructed
 from corl.builtin.tasks.splits import cut_pool, missing_sized_split
+from corl.builtin.tasks.verifiers import IntegerVerifier
 from corl.registry import Registry
 from corl.types import Prompt
 
