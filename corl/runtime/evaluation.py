@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corl.protocols import Agent, AnswerVerifier, Sampler
 from corl.runtime.boundary import check_rollout, guard
@@ -12,6 +12,9 @@ from corl.runtime.rng import fixed, stream_seed
 from corl.runtime.samples import eval_samples
 from corl.runtime.verify import check_answers, extract_all
 from corl.types import Completion, Prompt, Rollout, Vote
+
+if TYPE_CHECKING:
+    from corl.runtime.host import RunHost
 
 
 def votes_of(rollout: Rollout, verifier: AnswerVerifier, who: str = "the task's verifier",
@@ -70,7 +73,7 @@ def evaluate(agent: Agent, sampler: Sampler, verifier: AnswerVerifier, prompts: 
     }, answers, eval_samples(name, step, prompts, sampled.texts, votes, labels, log)
 
 
-def evaluate_run(run, step: int, notify: bool = True) -> dict[str, dict[str, float]]:
+def evaluate_run(run: RunHost, step: int, notify: bool = True) -> dict[str, dict[str, float]]:
     """Score every agent of ``run`` on its held-out prompts (each agent's first rank scores it; the
     other ranks of a sharded agent's group sample alongside, since its forward passes are collective),
     exchange the results, compute the cohort matrices and (``notify``) tell the observers."""
@@ -101,7 +104,7 @@ def evaluate_run(run, step: int, notify: bool = True) -> dict[str, dict[str, flo
     return results
 
 
-def adopt_evaluation(run, step: int, results: dict[str, dict[str, float]], cohort: dict[str, Any],
+def adopt_evaluation(run: RunHost, step: int, results: dict[str, dict[str, float]], cohort: dict[str, Any],
                      samples: tuple[Completion, ...], origin: str) -> dict[str, dict[str, float]]:
     """Record another run's evaluation of ``step`` (``origin`` names it) as ``run``'s own, telling the
     observers as an evaluation would: for runs whose agents at that step, evaluation settings and

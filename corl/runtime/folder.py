@@ -12,11 +12,15 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from corl import recipe as recipe_mod
 from corl.atomic import TRASH
 from corl.errors import CorlError
 from corl.runtime import checkpoint, snapshot
+
+if TYPE_CHECKING:
+    from corl.runtime.host import RunHost
 
 #: Files and folders of a run's output dir that corl itself writes (report/ by `corl report`).
 OWN_FILES = ("recipe.json", "recipe.source", "summary.json", "metrics.jsonl", "report")
@@ -111,7 +115,7 @@ def embedded_elsewhere(out: Path, spec, found: Path | None) -> str | None:
     return recipe_mod.resume_from_python(str(out), others) if others else None
 
 
-def open_for(run) -> Path | None:
+def open_for(run: RunHost) -> Path | None:
     """Make ``run.output_dir`` ready for ``run`` and return the checkpoint it resumes (None: it starts
     at step 0): with ``--resume``, the newest that verifies (or exactly ``run.resume_from``). Rank 0
     decides, under the folder's lock (:mod:`corl.runtime.lock`); every rank raises the same refusal.

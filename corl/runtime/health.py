@@ -3,7 +3,7 @@
 Collapse shows as no reward variance or no entropy; collusion as one pseudo-label shared by
 unrelated prompts (FINDINGS). Each symptom is reported once per agent, after it lasted
 ``PATIENCE`` steps in a row. Skipped (non-finite) updates are counted per agent; the run stops
-after ``run.max_nonfinite`` in a row.
+after ``run.max_nonfinite`` in a row (:func:`corl.runtime.step.watch` reads this state each step).
 """
 
 from __future__ import annotations
@@ -13,9 +13,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
-
-from corl.errors import TrainingError
-from corl.runtime import checkpoint
 
 #: consecutive steps a symptom must last before it is reported
 PATIENCE = 5
@@ -77,25 +74,3 @@ class Health:
     def from_json(cls, health: Mapping[str, Any], nonfinite: Mapping[str, int]) -> Health:
         return cls(streaks={(a, b): v for a, b, v in health["streaks"]}, warned={tuple(k) for k in health["warned"]},
                    warnings=list(health["warnings"]), nonfinite=dict(nonfinite))
-
-
-def watch(run, step: int, metrics: Mapping[str, Mapping[str, float]]) -> None:
-    """Warn ``run`` about collapse and collusion; count skipped (non-finite) updates and stop after
-    ``run.max_nonfinite`` in a row for one agent."""
-    health = run.state.health
-    for message in health.check(step, metrics, run.spec.run.prompts_per_step):
-        run.warn(message)
-    for name, streak in health.count_nonfinite(metrics).items():
-        run.warn(f"step {step}: agent {name!r}: non-finite loss, gradients or rewards; update skipped "
-                f"({streak} in a row)")
-        if streak >= run.spec.run.max_nonfinite:
-            last = checkpoint.latest(run.checkpoint_root)
-            if metrics[name].get("nonfinite_reward"):  # the router's (or a shaping term's) numbers, not the model's
-                raise TrainingError(
-                    f"agent {name!r}: {run.who('router')} (or a shaping term) gave non-finite rewards in {streak} "
-                    f"consecutive steps (up to step {step}); stopping. Last checkpoint: {last or 'none'}. Fix the "
-                    "router's reward computation (a division by zero, a NaN it reads); a lower learning rate will not help")
-            raise TrainingError(
-                f"agent {name!r}: non-finite loss, gradients or rewards in {streak} consecutive steps (up to step "
-                f"{step}); stopping. Last checkpoint: {last or 'none'}. Lower that agent's optimizer.lr or raise "
-                "run.max_nonfinite")

@@ -10,11 +10,16 @@ signals never interrupt that write.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from corl.errors import Interrupted, PluginError, Stopping
 from corl.runtime import checkpoint
 
+if TYPE_CHECKING:
+    from corl.runtime.host import RunHost
 
-def exchange(run, step: int) -> str | None:
+
+def exchange(run: RunHost, step: int) -> str | None:
     """After ``step``: a signal on any rank stops every rank here (raises :class:`Interrupted`);
     otherwise returns an observer's early-stop request on any rank (None: go on)."""
     flags = run.layout.everyone((run.stop.signal, run.stop_reason), f"step {step}: checking for signals")
@@ -24,7 +29,7 @@ def exchange(run, step: int) -> str | None:
     return next((r for _, r in flags if r), None)
 
 
-def stopped(run, signum: int, where: str | None = None) -> Interrupted:
+def stopped(run: RunHost, signum: int, where: str | None = None) -> Interrupted:
     """The :class:`Interrupted` for stopping now, once the last completed step is on disk."""
     where = where or run.phase
     step = run.completed
@@ -38,7 +43,7 @@ def stopped(run, signum: int, where: str | None = None) -> Interrupted:
     return Interrupted(signum, f"{where}; checkpoint {path}; continue with --resume")
 
 
-def abandoned(run, signum: int, who: str, grace: float) -> BaseException:
+def abandoned(run: RunHost, signum: int, who: str, grace: float) -> BaseException:
     """What to raise when ``who`` (a verifier) is still running ``grace`` seconds after a signal: in
     work the run may abandon (an evaluation), the usual stop, which saves the completed steps;
     inside a training step, the step is given up (its data order and RNG streams already moved, so
@@ -54,7 +59,7 @@ def abandoned(run, signum: int, who: str, grace: float) -> BaseException:
                                f"was given up; {saved}")
 
 
-def failed(run, error: PluginError) -> PluginError:
+def failed(run: RunHost, error: PluginError) -> PluginError:
     """A component's failure during training, with where the run can be continued from: the same
     one line plus the last checkpoint (the traceback stays on it as its cause)."""
     last = checkpoint.latest(run.checkpoint_root)

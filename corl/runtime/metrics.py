@@ -10,10 +10,13 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corl.protocols import AnswerVerifier, WarmStartedAgent
 from corl.types import PseudoLabel, Vote
+
+if TYPE_CHECKING:
+    from corl.runtime.host import RunHost
 
 #: per-rank metrics that add up over an agent's ranks (the rest are averaged)
 SUMMED_METRICS = ("verify_timeouts",)
@@ -78,7 +81,7 @@ def mode_share(answers: Sequence[Any]) -> float:
     return max(counts.values(), default=0) / max(len(answers), 1)
 
 
-def run_summary(run, seconds: float) -> dict[str, Any]:
+def run_summary(run: RunHost, seconds: float) -> dict[str, Any]:
     """What ``summary.json`` holds: each agent's scores before, after and at its best evaluation."""
     agents: dict[str, Any] = {}
     evals, steps = run.evals, sorted(run.evals)
@@ -95,7 +98,7 @@ def run_summary(run, seconds: float) -> dict[str, Any]:
             "warnings": run.warnings, "warm_ups": warm_ups(run)}
 
 
-def warm_ups(run) -> dict[str, Any]:
+def warm_ups(run: RunHost) -> dict[str, Any]:
     """The supervised warm-up each agent (of this process) started from: its record (base and warm-up
     fingerprints, settings), for agents that had one (:class:`~corl.protocols.WarmStartedAgent`)."""
     return {slot.name: slot.agent.warm_up for slot in run.agents

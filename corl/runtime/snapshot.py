@@ -9,7 +9,7 @@ and every RNG stream of every rank.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corl import recipe as recipe_mod
 from corl.errors import CorlError
@@ -19,8 +19,11 @@ from corl.runtime import checkpoint, process
 from corl.runtime.boundary import guard
 from corl.runtime.rng import key
 
+if TYPE_CHECKING:
+    from corl.runtime.host import RunHost
 
-def save(run, step: int) -> Path:
+
+def save(run: RunHost, step: int) -> Path:
     state = {**run.state.to_json(step), "recipe": recipe_mod.to_dict(run.spec),
              "objects": {kind: dict(given.settings) for kind, given in run.spec.objects.items()}}
 
@@ -46,7 +49,7 @@ def save(run, step: int) -> Path:
                             fault=lambda where: process.fault(where, step, run.layout.rank))
 
 
-def restore(run, path: Path) -> int:
+def restore(run: RunHost, path: Path) -> int:
     """Load every part of checkpoint ``path`` into a built run; returns its step."""
     for slot in run.agents:
         if slot.optimizer is not None:
@@ -75,7 +78,7 @@ def restore(run, path: Path) -> int:
 STATEFUL_KINDS = ("task", "verifier", "sampler", "aggregator", "router", "shaping", "observer")
 
 
-def stateful_components(run) -> list[tuple[str, str, Stateful, bool]]:
+def stateful_components(run: RunHost) -> list[tuple[str, str, Stateful, bool]]:
     """Every component of the run that keeps state across steps (:class:`corl.protocols.Stateful`),
     of each kind in :data:`STATEFUL_KINDS`: ``(folder under components/, how messages name it, the
     component, whether this rank writes it)``. A run-wide component is written by the rank that

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from corl.runtime import health, shaping
+from corl.errors import TrainingError
+from corl.runtime import checkpoint, shaping
 from corl.runtime.boundary import check_rollout, check_routed, check_update, guard
 from corl.runtime.distributed import merge_shards
 from corl.runtime.evaluation import votes_of
@@ -180,7 +181,7 @@ def measure(run: StepHost, step: int, prompts: Sequence[Prompt], sampled: Sample
         m.update(shaping.metrics(seen.terms[name], decided.rewards[name], n_train))
         m.update(routed.metrics.get(name, {}))
         m.update(cohort_metrics.get(name, {}))
-    health.watch(run, step, metrics)
+    watch(run, step, metrics)
     return metrics
 
 
@@ -196,3 +197,25 @@ def observe(run: StepHost, step: int, prompts: Sequence[Prompt], seen: Seen, lab
     run.state.history.append({"step": step, "seconds": result.seconds, "agents": metrics})
     run.notify("corl_on_step_end", step=step, metrics=result, outcome=outcome)
     return result
+
+
+def watch(run: StepHost, step: int, metrics: Mapping[str, Mapping[str, float]]) -> None:
+    """(Stage 6's end.) Warn ``run`` about collapse and collusion; count skipped (non-finite) updates and stop after
+    ``run.max_nonfinite`` in a row for one agent."""
+    health = run.state.health
+    for message in health.check(step, metrics, run.spec.run.prompts_per_step):
+        run.warn(message)
+    for name, streak in health.count_nonfinite(metrics).items():
+        run.warn(f"step {step}: agent {name!r}: non-finite loss, gradients or rewards; update skipped "
+                f"({streak} in a row)")
+        if streak >= run.spec.run.max_nonfinite:
+            last = checkpoint.latest(run.checkpoint_root)
+            if metrics[name].get("nonfinite_reward"):  # the router's (or a shaping term's) numbers, not the model's
+                raise TrainingError(
+                    f"agent {name!r}: {run.who('router')} (or a shaping term) gave non-finite rewards in {streak} "
+                    f"consecutive steps (up to step {step}); stopping. Last checkpoint: {last or 'none'}. Fix the "
+                    "router's reward computation (a division by zero, a NaN it reads); a lower learning rate will not help")
+            raise TrainingError(
+                f"agent {name!r}: non-finite loss, gradients or rewards in {streak} consecutive steps (up to step "
+                f"{step}); stopping. Last checkpoint: {last or 'none'}. Lower that agent's optimizer.lr or raise "
+                "run.max_nonfinite")

@@ -33,6 +33,7 @@ from typing import Any, Literal, Protocol
 import attrs
 
 from corl.builtin.hf.backend.batch import rollout
+from corl.context import Context
 from corl.errors import CorlError, TrainingError
 from corl.protocols import LanguageModelAgent, missing_members
 from corl.types import Prompt, Rollout
@@ -119,7 +120,7 @@ class Engine(Protocol):
         """Stop the engine and release what it holds (processes, files); called once, at the end."""
 
 
-def serves_hf_agent(ctx, sampler: str) -> LanguageModelAgent:
+def serves_hf_agent(ctx: Context, sampler: str) -> LanguageModelAgent:
     """The agent a colocated engine samples for: one with the :class:`~corl.protocols.LanguageModelAgent` surface."""
     agent = ctx.agent
     lacking = ["the agent"] if agent is None else missing_members(agent, LanguageModelAgent)
@@ -170,7 +171,7 @@ def sampler_factory(name: str, build: Callable[..., Engine]):
     """The factory an engine plugin registers: a :class:`ColocatedSampler` over the engine that
     ``build(agent, config, ctx, sleep=...)`` starts for the hf agent the sampler serves. The engine
     is closed when the run ends (``ctx.on_close``)."""
-    def factory(config: EngineSamplerConfig, ctx) -> ColocatedSampler:
+    def factory(config: EngineSamplerConfig, ctx: Context) -> ColocatedSampler:
         from corl.builtin.hf.backend.common import sampler_key
 
         agent = serves_hf_agent(ctx, name)

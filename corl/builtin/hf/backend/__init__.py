@@ -23,7 +23,7 @@ from corl.builtin.hf.models.config import agent_checks
 from corl.context import Context
 
 
-def make_agent(config: HFAgentConfig, ctx):
+def make_agent(config: HFAgentConfig, ctx: Context):
     from corl.builtin.hf.backend.agent import HFAgent
 
     return HFAgent(config, ctx)
@@ -41,7 +41,7 @@ def make_static_sampler(config: HFSamplerConfig, ctx: Context | None = None):
     return HFStaticSampler(config, ctx)
 
 
-def preview(config: HFAgentConfig, ctx, prompts):
+def preview(config: HFAgentConfig, ctx: Context, prompts):
     from corl.builtin.hf.backend.preview import rendered
 
     return rendered(config, ctx, prompts)

@@ -39,6 +39,7 @@ from corl.builtin.hf.models import sources, zoo
 from corl.builtin.hf.models.config import zoo_config_for
 from corl.builtin.hf.models.warmstart import warm_up
 from corl.builtin.hf.scale import lora, sharding
+from corl.context import Context
 from corl.errors import CorlError
 from corl.types import Prompt
 
@@ -46,22 +47,32 @@ from corl.types import Prompt
 class HFAgent:
     """A transformers causal LM and its tokenizer; the trainer of an ``hf`` agent."""
 
-    def __init__(self, config: HFAgentConfig, ctx):
-        import torch
-        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
+    def __init__(self, config: HFAgentConfig, ctx: Context):
+        """Load in named stages: the model's source (a zoo model is warm-started on the task), the
+        tokenizer, the recipe's warm-up, the context check (before any weight loads), the weights, then
+        what training adds to them."""
         quiet_libraries()
-        self.name, self.config = ctx.agent_name, config
+        self.name, self.config, self.group = ctx.agent_name, config, ctx.group
         self._log, self._recomputing = ctx.log, None  # (the last choice of gradient_checkpointing = "auto")
         self.longest = None  # the task's longest prompt in this agent's tokens (common.measure)
+        self.warm_up = None  # the warm-up's record (fingerprints, settings), when it had one
+        self.reference = None
         who = f"agent {self.name!r}"
         template = chat_template_text(config.chat_template, getattr(ctx.spec, "source", None), who)
+        source = self._resolve_source(ctx, template, who)
+        self._load_tokenizer(source, template, who)
+        source = self._warmed_up(source, ctx, who)
+        self._check_context(source, ctx, who)
+        self._load_model(source, ctx, who)
+        self._prepare_for_training()
 
-        examples = None
+    def _resolve_source(self, ctx: Context, template: str | None, who: str):
+        """The folder the model loads from. A zoo model's tokenizer and context are known before its
+        warm-start, so the task's prompts are checked against them first."""
+        config, examples = self.config, None
         if config.model.startswith("zoo:") and config.model[4:] in zoo.FAMILIES and ctx.task is not None:
             seed = ctx.task.split("seed")
             examples = [(p.text, str(p.label) if p.solution is None else p.solution) for p in seed]
-            # a zoo model's tokenizer and context are known before its warm-start: check the prompts first
             self.tokenizer, self.context = zoo.build_tokenizer(zoo.chars_for(examples)), zoo.MAX_POSITIONS
             use_chat_template(self.tokenizer, template)
             self.longest = measure(self, ctx.task, self.context)
@@ -74,40 +85,68 @@ class HFAgent:
                                check=ctx.stop.check)
 
         try:
-            source = sources.resolve(config.model, log=ctx.log, zoo_builder=build_zoo)
+            return sources.resolve(config.model, log=ctx.log, zoo_builder=build_zoo)
         except CorlError as exc:
             raise CorlError(f"{who}: {exc}") from None
-        dtype, remote = getattr(torch, config.dtype), config.trust_remote_code
-        self.tokenizer = load(who, config.model, source,
+
+    def _load_tokenizer(self, source, template: str | None, who: str) -> None:
+        from transformers import AutoTokenizer
+
+        remote = self.config.trust_remote_code
+        self.tokenizer = load(who, self.config.model, source,
                               lambda: AutoTokenizer.from_pretrained(source, trust_remote_code=remote))
         use_chat_template(self.tokenizer, template)
-        check_vocabulary(self.tokenizer, who, config.model)
-        self.warm_up = None  # the warm-up's record (fingerprints, settings), when it had one
-        if config.warm_up.steps and ctx.task is not None:
-            seed = ctx.task.split("seed")
-            texts, special = format_prompts(self.tokenizer, seed, config.prompt_format, config.prompt_template,
-                                            config.system_prompt, who=who)
-            examples = [(t, str(p.label) if p.solution is None else p.solution) for t, p in zip(texts, seed)]
-            source, self.warm_up = warm_up(source, config.warm_up, examples, add_special_tokens=special,
-                                           freeze_embeddings=config.freeze_embeddings, who=who,
-                                           trust_remote_code=config.trust_remote_code, log=ctx.log,
-                                           check=ctx.stop.check)
-            source = str(source)
-            ctx.log(f"{who}: starts from its warm-up {json.dumps(self.warm_up)}")
-        self.context = context_limit(load(who, config.model, source, lambda: AutoConfig.from_pretrained(
+        check_vocabulary(self.tokenizer, who, self.config.model)
+
+    def _warmed_up(self, source, ctx: Context, who: str):
+        """The folder after the recipe's warm-up (``warm_up.steps`` supervised steps on the task's
+        labelled seed split, cached by fingerprint), or ``source`` itself without one."""
+        config = self.config
+        if not config.warm_up.steps or ctx.task is None:
+            return source
+        seed = ctx.task.split("seed")
+        texts, special = format_prompts(self.tokenizer, seed, config.prompt_format, config.prompt_template,
+                                        config.system_prompt, who=who)
+        examples = [(t, str(p.label) if p.solution is None else p.solution) for t, p in zip(texts, seed)]
+        source, self.warm_up = warm_up(source, config.warm_up, examples, add_special_tokens=special,
+                                       freeze_embeddings=config.freeze_embeddings, who=who,
+                                       trust_remote_code=config.trust_remote_code, log=ctx.log, check=ctx.stop.check)
+        ctx.log(f"{who}: starts from its warm-up {json.dumps(self.warm_up)}")
+        return str(source)
+
+    def _check_context(self, source, ctx: Context, who: str) -> None:
+        """The model's context against the task's longest prompt, and its special tokens, before the
+        weights load: a prompt too long for the model costs no load."""
+        from transformers import AutoConfig
+
+        remote = self.config.trust_remote_code
+        self.context = context_limit(load(who, self.config.model, source, lambda: AutoConfig.from_pretrained(
             source, trust_remote_code=remote)))
-        if self.longest is None:  # before the weights load: a prompt too long for the model costs no load
+        if self.longest is None:
             self.longest = measure(self, ctx.task, self.context)
         check_fits(who, self.longest, self.context)
+        check_special_tokens(self.tokenizer, self.config.pad_token, who, self.config.model)
+
+    def _load_model(self, source, ctx: Context, who: str) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        config = self.config
+        dtype, remote = getattr(torch, config.dtype), config.trust_remote_code
         self._load = lambda: load(who, config.model, source, lambda: AutoModelForCausalLM.from_pretrained(
             source, dtype=dtype, trust_remote_code=remote).to(config.device))
-        check_special_tokens(self.tokenizer, config.pad_token, who, config.model)
-        self.group = ctx.group
         self.sharded = sharding.wanted(config, ctx.group)
         self.mesh = sharding.mesh_for(config, ctx.group, who) if self.sharded else None
         if not config.model.startswith("zoo:"):  # a real model takes a while to load: say so
             ctx.log(f"{who}: loading {config.model}")
         self.model = self._load()
+
+    def _prepare_for_training(self) -> None:
+        """What training adds to the loaded weights: layer checkpointing, LoRA adapters, frozen
+        embeddings, FSDP shards; then eval mode (no dropout: training log-probs must match sampling ones)."""
+        import torch
+
+        config, who = self.config, f"agent {self.name!r}"
         if config.gradient_checkpointing:
             # transformers checkpoints layers only in train mode: switch dropout off for good, so
             # train mode changes nothing else (training log-probs must match sampling ones).
@@ -127,11 +166,10 @@ class HFAgent:
         self._dropouts = lora.dropouts(self.model) if self.adapters is not None else []
         if config.freeze_embeddings:
             bf16 = self.matmul("sample") == self.matmul("train") == "bfloat16" and not self.sharded  # (FSDP: one dtype)
-            _freeze_embeddings(self.model, dtype, bf16=bf16)
+            _freeze_embeddings(self.model, getattr(torch, config.dtype), bf16=bf16)
         if self.sharded:
             sharding.shard(self.model, self.mesh, mixed_precision=config.mixed_precision, cpu_offload=config.cpu_offload)
-        self.model.eval()  # no dropout: training log-probs must match sampling ones
-        self.reference = None
+        self.model.eval()
 
     def encode(self, prompts: Sequence[str | Prompt]):
         """Tokenize prompts (texts, or :class:`~corl.types.Prompt` objects, whose conversation a chat format

@@ -12,6 +12,7 @@ from corl.builtin.hf.backend.config import HFAgentConfig
 from corl.builtin.hf.backend.prompts import chat_template_text, format_prompts, use_chat_template
 from corl.builtin.hf.models import sources, zoo
 from corl.builtin.hf.models.catalog import SHIPPED_ZOO, shipped_folder
+from corl.context import Context
 from corl.errors import CorlError
 from corl.types import Prompt
 
@@ -59,7 +60,7 @@ def _gguf_tokenizer_source(value: str) -> tuple[Path, str | None]:
     return gguf.parent, gguf.name
 
 
-def rendered(config: HFAgentConfig, ctx, prompts: Sequence[Prompt]) -> list[str]:
+def rendered(config: HFAgentConfig, ctx: Context, prompts: Sequence[Prompt]) -> list[str]:
     """The exact strings an ``hf`` agent with ``config`` tokenizes for ``prompts``; a prompt that
     ``max_prompt_length`` cuts is shown as its kept tokens decoded, after a line that says so."""
     who = f"agent {ctx.agent_name!r}"

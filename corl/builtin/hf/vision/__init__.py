@@ -18,7 +18,7 @@ from corl.builtin.hf.vision.config import HFVisionAgentConfig, VisionSamplerConf
 from corl.context import Context
 
 
-def make_vision_agent(config: HFVisionAgentConfig, ctx):
+def make_vision_agent(config: HFVisionAgentConfig, ctx: Context):
     from corl.builtin.hf.vision.agent import VisionAgent
 
     return VisionAgent(config, ctx)
