@@ -27,7 +27,7 @@ SELF = ("Self-reward (TTRL): each real agent against its own majority.", {"type"
 SUPERVISED = ("Supervised RLVR ceiling: ground-truth reward.", {"type": "ground_truth"}, {"supervised": True})
 #: (the Co-RL recipe, what it is, where its docs are) -> baseline name -> (about, topology, run keys)
 SETS = {
-    (SHIPPED, "the Co-RL ring", "docs/how-to/real-models.md"): {"headroom_self_reward": SELF, "headroom_supervised": SUPERVISED},
+    (SHIPPED, "the Co-RL ring", "docs/results/real-models.md"): {"headroom_self_reward": SELF, "headroom_supervised": SUPERVISED},
     (THREE, "three families, pooled Co-RL", "docs/results/real-models.md"): {"max3_self_reward": SELF,
                                                                       "max3_supervised": SUPERVISED},
 }

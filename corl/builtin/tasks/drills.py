@@ -3,7 +3,7 @@ of a list, counting), generated with exact integer answers.
 
 Made to find a task that small pretrained models (SmolLM2-135M-Instruct, Gemma 3 270M) solve part
 of the time: Co-RL needs bases that are right often enough for a majority to carry signal, yet not
-always (docs/how-to/real-models.md has the screen of every form on both models). Answers are read from free
+always (docs/results/real-models.md has the screen of every form on both models). Answers are read from free
 text as in ``word_problems`` ("Answer: 42", the last number, ...). ``corl data generate drills OUT --set
 'forms=["add", "mul"]'`` writes the splits as data files to inspect (fields ``question`` / ``answer``).
 """
