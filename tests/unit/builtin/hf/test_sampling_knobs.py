@@ -6,6 +6,7 @@ import torch
 
 from corl.builtin.hf.backend.config import HFSamplerConfig
 from corl.builtin.hf.backend.sampler import HFSampler
+from corl.builtin.hf.backend.static_decode import HFStaticSampler
 from corl.builtin.tasks.arithmetic import ArithmeticConfig, ArithmeticTask
 from tests.kit import hf_agent
 
@@ -20,13 +21,14 @@ def agent(task, cache_dir):
     return hf_agent("llama-tiny", task, steps=0)  # untrained: long, repetitive completions
 
 
-def test_greedy_with_a_repetition_penalty_is_what_generate_decodes(agent, task):
+@pytest.mark.parametrize("sampler", [HFSampler, HFStaticSampler])
+def test_greedy_with_a_repetition_penalty_is_what_generate_decodes(agent, task, sampler):
     """generate() applies the penalty also without sampling (a logits processor, not a warper): so does
-    the sampler's greedy path, over the prompt and the completion so far."""
+    the sampler's greedy path, over the prompt and the completion so far; the static-cache decode too."""
     prompts = task.split("train")[:6]
-    penalised = HFSampler(HFSamplerConfig(max_new_tokens=8, repetition_penalty=3.0)).sample(agent, prompts, 1,
-                                                                                            greedy=True)
-    plain = HFSampler(HFSamplerConfig(max_new_tokens=8)).sample(agent, prompts, 1, greedy=True)
+    penalised = sampler(HFSamplerConfig(max_new_tokens=8, repetition_penalty=3.0)).sample(agent, prompts, 1,
+                                                                                          greedy=True)
+    plain = sampler(HFSamplerConfig(max_new_tokens=8)).sample(agent, prompts, 1, greedy=True)
     enc = agent.encode(prompts)
     tok = agent.tokenizer
     with torch.no_grad():
