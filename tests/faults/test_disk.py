@@ -1,4 +1,4 @@
-"""What a kill or a full disk leaves: torn logs, a partial checkpoint; a SIGKILL at a random moment."""
+"""What a kill or a full disk leaves: torn logs, a partial checkpoint; SIGKILLs at random moments."""
 
 from __future__ import annotations
 
@@ -49,17 +49,20 @@ def test_a_full_disk_is_named_and_leaves_the_last_checkpoint_whole(tmp_path, cac
     assert names == ["step-000001"]  # no partial .step-*.tmp-* left behind
 
 
-def test_a_sigkill_at_a_random_moment_loses_nothing(resumed, tmp_path):
+def test_a_handful_of_sigkills_at_random_moments_lose_nothing(resumed, tmp_path):
+    """Three SIGKILLs at random moments of one run (the first after it made its folder, the others
+    inside its resumes), then a resume to the end: the steps and weights of an uninterrupted run."""
     seed = int(os.environ.get("CORL_FAULT_SEED", time.time_ns() % 10_000))
-    delay = random.Random(seed).uniform(0.0, 4.0)
+    rng = random.Random(seed)
     out = tmp_path / "run"
-    proc = spawn(out)
-    deadline = time.time() + 300
-    while time.time() < deadline and not (out / "recipe.json").exists():  # the run has its folder: models load next
-        time.sleep(0.05)
-    time.sleep(delay)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=60)
+    for kill in range(3):
+        proc = spawn(out, *(["--resume"] if kill else []))
+        deadline = time.time() + 300
+        while not kill and time.time() < deadline and not (out / "recipe.json").exists():
+            time.sleep(0.05)  # the run has its folder: models load next
+        time.sleep(rng.uniform(0.0, 4.0) if not kill else rng.uniform(0.5, 5.0))
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
     rc, err = corl(*args(out, "--resume"))
     assert rc == 0, f"CORL_FAULT_SEED={seed}: {err[-3000:]}"
     assert trained_steps(out) == [1, 2, 3, 4], f"CORL_FAULT_SEED={seed}"
