@@ -92,12 +92,14 @@ def test_no_checkpoint_verifies_is_one_line(killed, tmp_path):
     assert line.startswith(f"corl: error: {out / 'checkpoints'}: no checkpoint verifies: ") and "state.json" in line
 
 
-def test_corl_eval_verifies_the_final_export(resumed, tmp_path):
+@pytest.mark.parametrize("command", ["eval", "export"])
+def test_corl_eval_and_export_verify_the_final_checkpoint(command, resumed, tmp_path):
+    """A flipped byte in the final weights is named, never scored or shipped as a model."""
     out = tmp_path / "run"
     shutil.copytree(resumed[0], out)
     flip(out / "checkpoints" / "final" / "llama" / "model.safetensors")
-    rc, err = corl("eval", str(out))
+    rc, err = corl(command, str(out), *([str(tmp_path / "exported")] if command == "export" else []))
     assert rc == 2 and "Traceback" not in err
     assert err.strip() == (f"corl: error: {out / 'checkpoints' / 'final'}: llama/model.safetensors does not match its "
                            "digest: the file changed after the checkpoint was written")
-    assert os.path.exists(out / "summary.json")
+    assert os.path.exists(out / "summary.json") and not os.path.exists(tmp_path / "exported")
