@@ -124,45 +124,39 @@ def rebuild(name: str, examples: Sequence[tuple[str, str]], out: Path,
             log: Callable[[str], None] = logs.logger.info) -> str:
     """Warm-start shipped model ``name`` again on ``examples`` (the TASK's seed split as (prompt,
     answer) pairs) into the folder ``out``, at one torch thread; returns its :func:`digest`."""
-    import torch
-
     spec = SHIPPED[name]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the shipped files were built at one thread; float sums depend on it
-    try:
-        model, tokenizer = zoo.warm_start(spec.family, examples, spec.warm_start, chars=CHARS)
-    finally:
-        torch.set_num_threads(threads)
-    with atomic_folder(Path(out)) as tmp:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-    got = digest(out)
-    log(f"zoo:{name}: rebuilt {spec.warm_start.steps} steps -> {out} (sha256 {got}; shipped {spec.sha256}, "
-        f"{'identical' if got == spec.sha256 else 'DIFFERENT'})")
-    return got
+    return _rebuilt(lambda: zoo.warm_start(spec.family, examples, spec.warm_start, chars=CHARS), out, spec.sha256,
+                    f"zoo:{name}: rebuilt {spec.warm_start.steps} steps", log)
 
 
 def rebuild_vision(name: str, prompts: Sequence, out: Path, log: Callable[[str], None] = logs.logger.info) -> str:
     """Warm-start shipped vision model ``name`` again on ``prompts`` (the VISION_TASK's labeled seed
     split) into the folder ``out``, at one torch thread, as recipes/vlm_pair_ring.toml did at load;
     returns its :func:`digest`."""
-    import torch
-
     from corl.builtin.hf.vision import zoo as vision_zoo
 
     spec = SHIPPED_VISION[name]
+    return _rebuilt(lambda: vision_zoo.warm_start(spec.base, prompts, spec.warm_start), out, spec.sha256,
+                    f"zoo:{name}: rebuilt zoo:{spec.base} {spec.warm_start.describe()} steps", log)
+
+
+def _rebuilt(build: Callable[[], tuple], out: Path, shipped: str, what: str, log: Callable[[str], None]) -> str:
+    """``build()`` (a model and its tokenizer or processor) at one torch thread, as the shipped files
+    were built (float sums depend on it), saved whole into ``out``; its :func:`digest`, logged against
+    the shipped one."""
+    import torch
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        model, processor = vision_zoo.warm_start(spec.base, prompts, spec.warm_start)
+        model, tokenizer = build()
     finally:
         torch.set_num_threads(threads)
     with atomic_folder(Path(out)) as tmp:
         model.save_pretrained(tmp)
-        processor.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
     got = digest(out)
-    log(f"zoo:{name}: rebuilt zoo:{spec.base} {spec.warm_start.describe()} steps -> {out} (sha256 {got}; shipped "
-        f"{spec.sha256}, {'identical' if got == spec.sha256 else 'DIFFERENT'})")
+    log(f"{what} -> {out} (sha256 {got}; shipped {shipped}, {'identical' if got == shipped else 'DIFFERENT'})")
     return got
 
 
