@@ -27,7 +27,7 @@ from corl.builtin.hf.backend.common import (
     save_loadable,
     save_weights,
 )
-from corl.builtin.hf.models.catalog import is_shipped, shipped_folder
+from corl.builtin.hf.models import sources
 from corl.builtin.hf.models.config import zoo_config_for
 from corl.builtin.hf.vision import zoo as vision_zoo
 from corl.builtin.hf.vision.config import HFVisionAgentConfig
@@ -63,13 +63,10 @@ class VisionAgent:
         if ctx.group.size > 1:  # nothing would reduce its gradients: only hf agents are sharded (FSDP2)
             raise CorlError(f"{who}: an hf_vision agent trains on one rank; give it a single rank in agents[i].ranks "
                             "(several ranks shard hf agents only, docs/how-to/scale-out.md)")
-        source = config.model
-        if is_shipped(source):  # shipped trained (zoo:llava-shapes, ...): no warm-start
-            source = str(shipped_folder(source[4:]))
-        elif source.startswith("zoo:"):
-            zoo_config = zoo_config_for(config, ctx.section("zoo"))
-            source = str(vision_zoo.resolve(source[4:], ctx.task.split("seed"), zoo_config, log=ctx.log,
-                                            check=ctx.stop.check))
+        # a shipped base (zoo:llava-shapes, ...) loads as it is; another zoo: name is warm-started on the task
+        source = sources.resolve(config.model, log=ctx.log, zoo_builder=lambda name: vision_zoo.resolve(
+            name, ctx.task.split("seed"), zoo_config_for(config, ctx.section("zoo")), log=ctx.log,
+            check=ctx.stop.check))
         remote, errors = config.trust_remote_code, (OSError, ValueError, ImportError)
         self.processor = load(who, config.model, source,
                               lambda: AutoProcessor.from_pretrained(source, trust_remote_code=remote), errors)
