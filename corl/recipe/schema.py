@@ -265,6 +265,12 @@ def argument(key: str) -> str:
     return f"{OBJECT_MAPPINGS[kind]}[{name!r}]" if name else kind
 
 
+def shaping_name(raw: Mapping[str, Any]) -> str:
+    """A ``[[shaping]]`` term's name: its ``name``, by default its type, or an import path's function
+    name (``"mypkg.rewards:format_reward"`` -> ``format_reward``); what an object slot matches on."""
+    return str(raw.get("name") or str(raw.get("type", "")).rpartition(":")[2])
+
+
 def object_tables(data: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
     """Each table of a parsed recipe that an object may replace: its slot (:func:`slot`), its key
     path and the table. The run-wide sections, each agent's table and its ``sampler`` and
@@ -282,7 +288,7 @@ def object_tables(data: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping[s
     terms = data.get("shaping")
     for i, raw in enumerate(terms if isinstance(terms, list) else ()):
         if isinstance(raw, Mapping):
-            name = raw.get("name") or str(raw.get("type", "")).rpartition(":")[2]
+            name = shaping_name(raw)
             if name:
                 yield slot("shaping", name), f"shaping[{i}]", raw
 

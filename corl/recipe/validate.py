@@ -31,6 +31,7 @@ from corl.recipe.schema import (
     VotingKeys,
     VotingSpec,
     object_tables,
+    shaping_name,
     slot,
 )
 from corl.recipe.structure import Errors, join, structure
@@ -248,8 +249,8 @@ def _shaping(registry: Registry, data: Any, run: RunSection | None, errors: Erro
     out, seen = [], {}
     for i, raw in enumerate(data):
         path = f"shaping[{i}]"
-        named = raw.get("name") or str(raw.get("type", "")).rpartition(":")[2]
-        if slot("shaping", str(named)) in objects:  # an object replaces the term: its type is not looked up
+        named = shaping_name(raw)
+        if slot("shaping", named) in objects:  # an object replaces the term: its type is not looked up
             keys = host_table(ShapingKeys, {k: v for k, v in raw.items() if k != "name"}, path, errors)
             if keys is not None:
                 seen.setdefault(named, i)
@@ -262,8 +263,7 @@ def _shaping(registry: Registry, data: Any, run: RunSection | None, errors: Erro
         keys = host_table(ShapingKeys, raw, path, errors)
         if keys is None:
             continue
-        # by default the type, or an import path's function name ("mypkg.rewards:format_reward" -> format_reward)
-        name = keys.name or str(raw["type"]).rpartition(":")[2]
+        name = named
         if name in seen:
             errors.add(f"{path}.name", f"{name!r} is also shaping[{seen[name]}]'s name; give one of them a "
                                        "name = \"...\" of its own")
