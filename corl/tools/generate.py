@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from corl import logs
+from corl.atomic import atomic_folder
 from corl.context import Context
 from corl.errors import CorlError
 from corl.recipe.overrides import apply_overrides
@@ -24,7 +25,7 @@ from corl.recipe.schema import ComponentSpec
 from corl.recipe.structure import Errors, structure
 from corl.types import Prompt
 
-SPLITS = ("seed", "train", "eval")
+SPLITS = ("seed", "train", "eval")  # the Task protocol's split names
 
 
 def cmd_generate(args) -> int:
@@ -65,19 +66,19 @@ def cmd_generate(args) -> int:
 
 def write(out: Path, splits: dict[str, tuple[Prompt, ...]], task: str = "task") -> dict[str, Path]:
     """Write each non-empty split as ``out/<split>.jsonl`` (images under ``out/images/``); the files
-    written, by split. A prompt a data file cannot hold is refused before anything is written."""
+    written, by split. A prompt a data file cannot hold is refused before anything is written, and
+    ``out`` is written whole or not at all (a temp folder renamed at the end)."""
     rows = {name: [_row(task, p) for p in prompts] for name, prompts in splits.items() if prompts}
-    out.mkdir(parents=True, exist_ok=True)
-    written = {}
-    for name, split_rows in rows.items():
-        path = out / f"{name}.jsonl"
-        with path.open("w", encoding="utf-8") as f:
-            for row, images in split_rows:
-                for image, file in images:
-                    _save(image, out / file)
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
-        written[name] = path
-    return written
+    if out.is_dir() and not any(out.iterdir()):
+        out.rmdir()  # the rename below puts the whole folder there
+    with atomic_folder(out) as tmp:
+        for name, split_rows in rows.items():
+            with (tmp / f"{name}.jsonl").open("w", encoding="utf-8") as f:
+                for row, images in split_rows:
+                    for image, file in images:
+                        _save(image, tmp / file)
+                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return {name: out / f"{name}.jsonl" for name in rows}
 
 
 def _row(task: str, prompt: Prompt) -> tuple[dict[str, Any], list[tuple[Any, str]]]:

@@ -86,3 +86,14 @@ def test_a_prompt_a_data_file_cannot_hold_is_refused_before_anything_is_written(
     with pytest.raises(CorlError, match=f"^{re.escape(message)}"):
         write(tmp_path / "out", {"train": (first, prompt)}, "mine")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_write_that_fails_halfway_leaves_no_folder(tmp_path):
+    """An image that cannot be saved (here: a file that is gone) stops the write; OUT is written whole
+    or not at all, so the next attempt is not refused as "not empty"."""
+    first = Prompt(id="train-0", text="1+1=", label=2)
+    gone = Prompt(id="train-1", text="what shape?", label="circle", images=(str(tmp_path / "missing.png"),))
+    (tmp_path / "out").mkdir()  # an empty folder given as OUT is fine
+    with pytest.raises(FileNotFoundError):
+        write(tmp_path / "out", {"train": (first, gone)}, "mine")
+    assert not (tmp_path / "out").exists() and [p.name for p in tmp_path.iterdir()] == []
