@@ -97,11 +97,7 @@ def evaluate_run(run: RunHost, step: int, notify: bool = True) -> dict[str, dict
     answers = {name: per_rank[0][1] for name, per_rank in gathered.items()}
     samples = [c for per_rank in gathered.values() for c in per_rank[0][2]]
     cohort = pairwise(answers, run.verifier, [p.label for p in run.eval_prompts])
-    run.state.evals[step], run.state.cohorts[step] = results, cohort
-    run.eval_samples[step] = tuple(samples)
-    if notify:
-        run.notify("corl_on_eval_end", step=step, results=results, cohort=cohort, samples=tuple(samples))
-    return results
+    return _record(run, step, results, cohort, tuple(samples), notify)
 
 
 def adopt_evaluation(run: RunHost, step: int, results: dict[str, dict[str, float]], cohort: dict[str, Any],
@@ -111,7 +107,15 @@ def adopt_evaluation(run: RunHost, step: int, results: dict[str, dict[str, float
     seed are the same (``corl compare``'s shared step-0 evaluation,
     :func:`corl.tools.compare.evaluation_key`), whose evaluations are the same draw
     (:func:`corl.runtime.rng.fixed`)."""
-    run.state.evals[step], run.state.cohorts[step], run.eval_samples[step] = results, cohort, samples
     run.log(f"step {step}: evaluation shared with {origin} (the same agents, evaluation settings and seed)")
-    run.notify("corl_on_eval_end", step=step, results=results, cohort=cohort, samples=samples)
+    return _record(run, step, results, cohort, samples, notify=True)
+
+
+def _record(run: RunHost, step: int, results: dict[str, dict[str, float]], cohort: dict[str, Any],
+            samples: tuple[Completion, ...], notify: bool) -> dict[str, dict[str, float]]:
+    """What an evaluation of ``step`` leaves in ``run`` (scores, cohort matrices, logged completions),
+    and (``notify``) the observers told of it."""
+    run.state.evals[step], run.state.cohorts[step], run.eval_samples[step] = results, cohort, samples
+    if notify:
+        run.notify("corl_on_eval_end", step=step, results=results, cohort=cohort, samples=samples)
     return results
