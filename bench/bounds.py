@@ -115,6 +115,9 @@ def categorize(profile) -> dict[str, float]:
     return dict(out)
 
 
+BUCKET = 16  # the compiled step's cache lengths in multiples of 16: fewer shapes to compile
+
+
 def compiled_sampler_class():
     """``hf_static`` with its decode step through ``torch.compile`` (inductor, whole graph; the
     prefill eager; no freezing, so the parameters are read live as training needs). Kept here, not as
@@ -128,15 +131,11 @@ def compiled_sampler_class():
             if getattr(self, "_model", None) is not model:
                 compiled = torch.compile(model, fullgraph=True)  # static shapes, then automatic dynamic ones
 
-                def forward(**inputs):
-                    return compiled(**inputs)
-
-                forward.bucket = 16  # cache lengths in multiples of 16: fewer shapes to compile
-                self._model, self._forward = model, forward
+                self._model, self._forward = model, compiled
             return self._forward
 
         def decode(self, model, *args, **kwargs):
-            return decode_static(model, *args, forward=self.step(model), **kwargs)
+            return decode_static(model, *args, forward=self.step(model), bucket=BUCKET, **kwargs)
 
     return CompiledSampler
 
@@ -188,7 +187,8 @@ def measure(key: str, threads: int, repeats: int, profile: bool, sample_repeats:
             args = (agent.model, enc["input_ids"], enc["attention_mask"], generations, new_tokens, 1.0, True, [])
             pad = agent.tokenizer.pad_token_id
             e_ids, e_logp, _ = decode_static(*args, eos=-1, pad=pad)
-            c_ids, c_logp, _ = decode_static(*args, eos=-1, pad=pad, forward=compiled_sampler.step(agent.model))
+            c_ids, c_logp, _ = decode_static(*args, eos=-1, pad=pad, forward=compiled_sampler.step(agent.model),
+                                           bucket=BUCKET)
         same_tokens, logp_diff = bool(torch.equal(e_ids, c_ids)), float((e_logp - c_logp).abs().max())
         # tokens/s (wall, CPU) per sampler, alternating in a rotating order
         samplers = {"hf": slot.sampler, "hf_static": static_sampler, "hf_static compiled": compiled_sampler}

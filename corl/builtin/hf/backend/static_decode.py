@@ -22,12 +22,12 @@ from corl.builtin.hf.backend import sampler as hf_sampler
 
 
 def decode_static(model, ids, mask, n: int, max_new_tokens: int, temp: float, greedy: bool, warpers, eos: int,
-                  pad: int, stop=None, check=lambda: None, processors=(), forward=None):
+                  pad: int, stop=None, check=lambda: None, processors=(), forward=None, bucket: int = 1):
     """:func:`corl.builtin.hf.backend.decode.decode` (same arguments and result) with a static KV cache.
 
     ``forward(**inputs)`` runs each decode step (default: ``model``), e.g. ``model`` through
-    ``torch.compile`` (``bench/bounds.py``); one with a ``bucket`` attribute gets a cache length
-    rounded up to a multiple of it (fewer shapes to compile)."""
+    ``torch.compile`` (``bench/bounds.py``); ``bucket`` rounds the cache length up to a multiple of
+    it (fewer shapes to compile)."""
     import torch
     from transformers import StaticCache
     from transformers.cache_utils import DynamicLayer
@@ -48,7 +48,6 @@ def decode_static(model, ids, mask, n: int, max_new_tokens: int, temp: float, gr
         return dynamic.decode(model, ids, mask, n, max_new_tokens, temp, greedy, warpers, eos, pad, stop, check,
                               processors)
     prompt_len = ids.shape[1]
-    bucket = getattr(forward, "bucket", 1)
     width = -(-(prompt_len + max_new_tokens) // bucket) * bucket  # (rounded up to a multiple of the bucket)
     cache = StaticCache(config=model.config, max_cache_len=width)
     for static, layer in zip(cache.layers, layers):  # each prompt's keys and values, n copies, written once

@@ -95,10 +95,10 @@ def test_the_decode_step_is_a_parameter_and_its_bucket_sizes_the_cache(task, cac
         widths.append(inputs["attention_mask"].shape[1])
         return agent.model(**inputs)
 
-    forward.bucket = 16
     args = (agent.model, enc["input_ids"], enc["attention_mask"], 2, 6, 1.0, True, [])
     with torch.no_grad():  # no EOS: the tiny models end at once, and every step should run
-        ids, logps, live = decode_static(*args, eos=-1, pad=agent.tokenizer.pad_token_id, forward=forward)
+        ids, logps, live = decode_static(*args, eos=-1, pad=agent.tokenizer.pad_token_id, forward=forward,
+                                          bucket=16)
         ref_ids, ref_logps, _ = decode(*args, eos=-1, pad=agent.tokenizer.pad_token_id)
     assert len(calls) == 5 and set(widths) == {-(-(enc["input_ids"].shape[1] + 6) // 16) * 16}
     assert ids.shape == (12, 6) and bool(live.all()) and torch.equal(ids, ref_ids)
