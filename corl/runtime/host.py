@@ -1,7 +1,7 @@
 """What the runtime's helpers read off their run, typed, so a reader sees what they use and a test
 can hand them something smaller than a whole :class:`~corl.runtime.loop.Run`: :class:`StepHost` for
 one training step's stages (:mod:`corl.runtime.step`) and shaping (:mod:`corl.runtime.shaping`),
-:class:`RunHost` for the life cycle's (evaluation, snapshots, the folder, interrupts, health, the summary)."""
+:class:`RunHost` for the life cycle's (evaluation, snapshots, the folder, interrupts, the summary)."""
 
 from __future__ import annotations
 

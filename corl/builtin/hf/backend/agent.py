@@ -64,7 +64,7 @@ class HFAgent:
         source = self._warmed_up(source, ctx, who)
         self._check_context(source, ctx, who)
         self._load_model(source, ctx, who)
-        self._prepare_for_training()
+        self._prepare_for_training(who)
 
     def _resolve_source(self, ctx: Context, template: str | None, who: str):
         """The folder the model loads from. A zoo model's tokenizer and context are known before its
@@ -141,12 +141,12 @@ class HFAgent:
             ctx.log(f"{who}: loading {config.model}")
         self.model = self._load()
 
-    def _prepare_for_training(self) -> None:
+    def _prepare_for_training(self, who: str) -> None:
         """What training adds to the loaded weights: layer checkpointing, LoRA adapters, frozen
         embeddings, FSDP shards; then eval mode (no dropout: training log-probs must match sampling ones)."""
         import torch
 
-        config, who = self.config, f"agent {self.name!r}"
+        config = self.config
         if config.gradient_checkpointing:
             # transformers checkpoints layers only in train mode: switch dropout off for good, so
             # train mode changes nothing else (training log-probs must match sampling ones).
