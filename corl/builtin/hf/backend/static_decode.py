@@ -59,7 +59,7 @@ def decode_static(model, ids, mask, n: int, max_new_tokens: int, temp: float, gr
     logits = out.logits[:, -1].float().repeat_interleave(n, 0)
     last = positions[:, -1:].repeat_interleave(n, 0)
     del out
-    forward = forward or model
+    forward = model if forward is None else forward  # (a compiled module has no truth value)
 
     def step(token):  # one token per row, every tensor the same shape at every step
         nonlocal last
