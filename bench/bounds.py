@@ -1,7 +1,7 @@
 """Each phase of a GRPO step against the core's own matmul rate, measured in the same process (prints
 figures; never a test).
 
-  python bench/bounds.py [--models tiny,smollm2,gemma3] [--threads 1] [--repeats 2] [--sample-repeats 3]
+  python bench/bounds.py [--models tiny,smollm2,gemma3,ring] [--threads 1] [--repeats 2] [--sample-repeats 3]
                          [--no-profile] [--no-update]
 
 For each model (one after the other, in this process), on one sampled batch:
@@ -27,6 +27,11 @@ For each model (one after the other, in this process), on one sampled batch:
   self CPU time of every op grouped into matmul, attention, log-softmax, elementwise (norms,
   activations, rotary, residuals, the loss), copies and indexing, the optimizer, the rest.
 
+Each decode and update rate is also given against the **chain** of the model's own matmuls, every weight
+once in model order at the phase's rows (:func:`chain_rate`): a model larger than the caches streams its
+weights from memory each pass, so the chain, not the per-shape rate, is what a decode step's matmuls can
+reach. ``ring`` in --models measures the default recipe's three-agent step (:func:`measure_ring`).
+
 Every rate is given against wall time and against this process's CPU time (1 thread: the time it
 held a core), since a shared machine's wall time counts the others' work too. The load average is
 printed before and after.
@@ -35,6 +40,7 @@ printed before and after.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -95,6 +101,42 @@ def weighted_rate(shapes: list[tuple[int, int]], rows: int) -> float:
     rates = {s: matmul_rate([(rows, *s)], torch.float32, seconds=0.3) for s in set(shapes)}
     work = sum(k * n for k, n in shapes)
     return work / sum(k * n / rates[(k, n)] for k, n in shapes)
+
+
+def linears(model) -> list:
+    """The model's ``Linear`` weights in the order a token meets them (module order)."""
+    import torch
+
+    return [m.weight.detach() for m in model.modules() if isinstance(m, torch.nn.Linear)]
+
+
+def chain_rate(weights: list, rows: int, backward: bool = False, repeats: int = 5) -> float:
+    """GFLOP/s of the model's own matmuls run as one pass does them: every weight once, in order, at
+    ``rows`` rows (``backward``: each layer's forward, input-gradient and weight-gradient matmuls, as
+    an update does). Unlike :func:`weighted_rate`, whose one shape at a time keeps its weight in the
+    caches, a pass over a model larger than the caches streams its weights from memory: this is the
+    rate a decode step's matmuls can reach, memory traffic included. Median of ``repeats`` passes."""
+    import torch
+    import torch.nn.functional as F
+
+    xs = [torch.randn(rows, w.shape[1]) for w in weights]
+    dys = [torch.randn(rows, w.shape[0]) for w in weights] if backward else None
+
+    def one_pass():
+        for i, w in enumerate(weights):
+            F.linear(xs[i], w)
+            if backward:
+                dys[i] @ w
+                dys[i].t() @ xs[i]
+
+    one_pass()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        one_pass()
+        times.append(time.perf_counter() - t0)
+    work = (6 if backward else 2) * rows * sum(w.numel() for w in weights)
+    return work / statistics.median(times) / 1e9
 
 
 def timed(fn):
@@ -169,6 +211,7 @@ def measure(key: str, threads: int, repeats: int, profile: bool, sample_repeats:
         generated = int(rollout.batch.completion_mask.sum())
         decode_rate = weighted_rate(shapes, prompts * generations)
         bound_tps = decode_rate * 1e9 / (2 * params)
+        decode_chain = chain_rate(linears(agent.model), prompts * generations)
 
         static_sampler = HFStaticSampler(slot.sampler.config)
         compiled_sampler = compiled_sampler_class()(slot.sampler.config)
@@ -187,8 +230,8 @@ def measure(key: str, threads: int, repeats: int, profile: bool, sample_repeats:
             args = (agent.model, enc["input_ids"], enc["attention_mask"], generations, new_tokens, 1.0, True, [])
             pad = agent.tokenizer.pad_token_id
             e_ids, e_logp, _ = decode_static(*args, eos=-1, pad=pad)
-            c_ids, c_logp, _ = decode_static(*args, eos=-1, pad=pad, forward=compiled_sampler.step(agent.model),
-                                           bucket=BUCKET)
+            forward = compiled_sampler.step(agent.model) if failed is None else None  # (none: eager against itself)
+            c_ids, c_logp, _ = decode_static(*args, eos=-1, pad=pad, forward=forward, bucket=BUCKET)
         same_tokens, logp_diff = bool(torch.equal(e_ids, c_ids)), float((e_logp - c_logp).abs().max())
         # tokens/s (wall, CPU) per sampler, alternating in a rotating order
         samplers = {"hf": slot.sampler, "hf_static": static_sampler, "hf_static compiled": compiled_sampler}
@@ -205,7 +248,7 @@ def measure(key: str, threads: int, repeats: int, profile: bool, sample_repeats:
             return {"key": key, "model": model_name, "params": params, "generated": generated,
                     "batch": f"{prompts} x {generations}, <= {new_tokens} new tokens", "sample_wall": s_wall,
                     "sample_cpu": s_cpu, "decode_rate": decode_rate, "bound_tps": bound_tps, "samplers": rates,
-                    "compiled": compiled}
+                    "compiled": compiled, "decode_chain": decode_chain}
 
         rewards = [[float(i % 2) for i in range(generations)] for _ in batch_prompts]  # every completion trained
         optimizer = slot.optimizer
@@ -237,6 +280,7 @@ def measure(key: str, threads: int, repeats: int, profile: bool, sample_repeats:
         gflop = counter.get_total_flops() / 1e9
         width = rollout.batch.completion_mask.shape[1]
         update_rate = weighted_rate(shapes, min(micro, prompts * generations) * width)
+        update_chain = chain_rate(linears(agent.model), min(micro, prompts * generations) * width, backward=True)
         breakdown, breakdown_top, profiled_wall = {}, [], None
         if profile:
             from torch.profiler import ProfilerActivity
@@ -250,12 +294,96 @@ def measure(key: str, threads: int, repeats: int, profile: bool, sample_repeats:
         return {"key": key, "model": model_name, "batch": f"{prompts} x {generations}, <= {new_tokens} new tokens",
                 "params": params, "generated": generated, "sample_wall": s_wall, "sample_cpu": s_cpu,
                 "decode_rate": decode_rate, "bound_tps": bound_tps, "gflop": gflop, "update_rate": update_rate,
+                "decode_chain": decode_chain, "update_chain": update_chain,
                 "updates": updates, "samplers": rates, "compiled": compiled, "breakdown": breakdown, "top": breakdown_top, "profiled_wall": profiled_wall}
+
+
+RING = Path(__file__).resolve().parent.parent / "recipes" / "three_agent_ring.toml"
+
+
+def measure_ring(threads: int, steps: int = 6) -> dict:
+    """The default recipe's three-agent step (``recipes/three_agent_ring.toml``, eval off, no
+    observers): each phase's CPU time summed over the agents (sampling, the update, the rest: voting,
+    routing, metrics), each phase's floating-point work (sampling: ``2 x matmul parameters`` per
+    generated token, the prompts' prefill left out as above; the update: ``FlopCounterMode``, counted
+    in one further step) against the agents' matmul chain rates at the phase's rows (the decode step's
+    ``prompts x votes``; a micro-batch's completion tokens). Medians of ``steps`` steps after 2 warm-ups."""
+    import tomllib
+
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from corl.plugins import build_registry, make_plugin_manager
+    from corl.recipe import load_recipe
+    from corl.runtime import Run
+
+    raw = tomllib.loads(RING.read_text())
+    with tempfile.TemporaryDirectory() as out:
+        raw["run"].update(steps=0, threads=threads, output_dir=out, observers=[])
+        raw["eval"] = {"size": 0}
+        pm = make_plugin_manager()
+        run = Run(load_recipe(raw, registry=build_registry(pm)), pm=pm, log=lambda m: None)
+        run.setup()
+        torch.set_num_threads(threads)
+        now: dict[str, float] = defaultdict(float)  # this step's sums over agents
+        rows = {}  # agent: (decode rows, update rows)
+        for slot in run.agents:
+            params = sum(k * n for k, n in linear_shapes(slot.agent.model))
+
+            def sample(*a, _sample=slot.sampler.sample, _params=params, **k):
+                rollout, _, cpu = timed(lambda: _sample(*a, **k))
+                now["sampling"] += cpu
+                now["sample_gflop"] += 2 * _params * float(rollout.batch.completion_mask.sum()) / 1e9
+                return rollout
+
+            def update(rollout, *a, _step=slot.optimizer.step, _name=slot.name,
+                       _micro=slot.optimizer.config.micro_batch_size, **k):
+                counter = FlopCounterMode(display=False) if now["count"] else None
+                with counter or contextlib.nullcontext():
+                    result, _, cpu = timed(lambda: _step(rollout, *a, **k))
+                now["update"] += cpu
+                now["update_gflop"] += counter.get_total_flops() / 1e9 if counter else 0.0
+                r, t = rollout.batch.completion_mask.shape
+                rows[_name] = min(r, _micro) * t
+                return result
+
+            slot.sampler.sample, slot.optimizer.step = sample, update
+        per_step: dict[str, list[float]] = defaultdict(list)
+        for step in range(3 + steps):  # 2 warm-ups, the timed steps, one step with its update's work counted
+            now.clear()
+            now["count"] = float(step == 2 + steps)
+            _, _, cpu = timed(lambda s=step: run.step(s))
+            if 2 <= step < 2 + steps:
+                now["step"], now["rest"] = cpu, cpu - now["sampling"] - now["update"]
+                for key in ("step", "sampling", "update", "rest", "sample_gflop"):
+                    per_step[key].append(now[key])
+        decode_rows = raw["run"]["prompts_per_step"] * raw["voting"]["n_votes"]
+        chain = {s.name: chain_rate(linears(s.agent.model), decode_rows) for s in run.agents}
+        update_chain = {s.name: chain_rate(linears(s.agent.model), rows[s.name], backward=True) for s in run.agents}
+    return {"threads": threads, "median": {k: statistics.median(v) for k, v in per_step.items()},
+            "update_gflop": now["update_gflop"], "chain": statistics.mean(chain.values()),
+            "update_chain": statistics.mean(update_chain.values())}
+
+
+def print_ring(r: dict) -> None:
+    m = r["median"]
+    print(f"\n## The default recipe's three-agent step ({r['threads']} thread(s), CPU seconds, medians)\n")
+    print("| phase | s / step | share | GFLOP | GFLOP/s | chain GFLOP/s | of chain rate |")
+    print("|---|---|---|---|---|---|---|")
+    print(f"| sampling (3 agents) | {m['sampling']:.3f} | {m['sampling'] / m['step']:.0%} | {m['sample_gflop']:.2f} | "
+          f"{m['sample_gflop'] / m['sampling']:.1f} | {r['chain']:.1f} | "
+          f"{m['sample_gflop'] / m['sampling'] / r['chain']:.1%} |")
+    print(f"| update (3 agents) | {m['update']:.3f} | {m['update'] / m['step']:.0%} | {r['update_gflop']:.2f} | "
+          f"{r['update_gflop'] / m['update']:.1f} | {r['update_chain']:.1f} | "
+          f"{r['update_gflop'] / m['update'] / r['update_chain']:.1%} |")
+    print(f"| the rest (voting, routing, metrics) | {m['rest']:.3f} | {m['rest'] / m['step']:.0%} | | | | |")
+    print(f"| the step | {m['step']:.3f} | | | | | |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--models", default="tiny,smollm2", help=f"comma-separated, of {', '.join(MODELS)}")
+    parser.add_argument("--models", default="tiny,smollm2",
+                        help=f"comma-separated, of {', '.join(MODELS)} and ring (the default recipe's three-agent step)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=2, help="update pairs (fused, loop), alternating")
     parser.add_argument("--sample-repeats", type=int, default=3, help="timed calls of each sampler, alternating")
@@ -263,6 +391,8 @@ def main() -> None:
     parser.add_argument("--no-update", action="store_true", help="sampling only (no update, no profile)")
     args = parser.parse_args()
     keys = args.models.split(",")
+    ring = "ring" in keys
+    keys = [k for k in keys if k != "ring"]
     unknown = [k for k in keys if k not in MODELS]
     if unknown:
         raise SystemExit(f"--models: unknown {', '.join(unknown)}; choose from {', '.join(MODELS)}")
@@ -270,6 +400,12 @@ def main() -> None:
 
     print(f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}, {args.threads} thread(s); "
           f"load average at start {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    if ring:
+        print_ring(measure_ring(args.threads))
+        print(f"ring done; load average {os.getloadavg()[0]:.1f}", flush=True)
+    if not keys:
+        print(f"\nload average at end {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        return
     results = []
     for key in keys:
         results.append(measure(key, args.threads, args.repeats, not args.no_profile, args.sample_repeats,
@@ -285,6 +421,17 @@ def main() -> None:
         print(f"| {r['key']} | {r['batch']} | {r['params'] / 1e6:.2f} | {r['decode_rate']:.1f} | {r['bound_tps']:.0f} "
               f"| {r['generated']} | {wall_tps:.0f} | {wall_tps / r['bound_tps']:.1%} | {cpu_tps:.0f} | "
               f"{cpu_tps / r['bound_tps']:.1%} |")
+
+    print("\n## Sampling against the model's matmuls as one decode step runs them (weights streamed)\n")
+    print("The bound above times each matmul shape alone, its weight hot in the caches; a decode step reads "
+          "every weight once, so its matmuls at these rows run at the chain's rate (chain_rate): the most any "
+          "decode of these rows can reach on this core.\n")
+    print("| model | chain GFLOP/s | of the per-shape rate | chain bound tokens/s | tokens/s (CPU) | of chain bound |")
+    print("|---|---|---|---|---|---|")
+    for r in results:
+        chain_tps, cpu_tps = r["decode_chain"] * 1e9 / (2 * r["params"]), r["generated"] / r["sample_cpu"]
+        print(f"| {r['key']} | {r['decode_chain']:.1f} | {r['decode_chain'] / r['decode_rate']:.1%} | {chain_tps:.0f} | "
+              f"{cpu_tps:.0f} | {cpu_tps / chain_tps:.1%} |")
 
     print("\n## The sampler's decode step: hf (dynamic cache), hf_static (preallocated) eager and compiled\n")
     print("Medians of the alternating calls; each rate also as a fraction of the FLOP bound above.\n")
@@ -318,6 +465,15 @@ def main() -> None:
         print(f"| {r['key']} | {r['gflop']:.2f} | {r['update_rate']:.1f} | {wall:.2f} / {cpu:.2f} | "
               f"{r['gflop'] / wall:.1f} / {r['gflop'] / cpu:.1f} | {r['gflop'] / wall / r['update_rate']:.1%} / "
               f"{r['gflop'] / cpu / r['update_rate']:.1%} |")
+
+    print("\nAgainst the update's matmuls as a pass runs them (each layer's forward, input-gradient and "
+          "weight-gradient matmuls, every weight in order, at the micro-batch's rows):\n")
+    print("| model | chain GFLOP/s | of the per-shape rate | GFLOP/s (CPU) | of chain rate |")
+    print("|---|---|---|---|---|")
+    for r in results:
+        cpu = statistics.median(u[1] for u in r["updates"][True])
+        print(f"| {r['key']} | {r['update_chain']:.1f} | {r['update_chain'] / r['update_rate']:.1%} | "
+              f"{r['gflop'] / cpu:.1f} | {r['gflop'] / cpu / r['update_chain']:.1%} |")
 
     print("\n## AdamW: fused kernel against the per-tensor loop (same process, alternating)\n")
     print("| model | optimizer step s fused / loop | ratio | update s (CPU) fused / loop | ratio |")
