@@ -96,7 +96,7 @@ def pick(logits, temp: float, greedy: bool, warpers, processors, history):
     """One decode step's token per row, and the logits at ``temp`` its recorded log-prob is read from:
     ``processors`` (a repetition penalty, looking back on ``history``; also greedy) and ``warpers``
     (top-k / top-p / min-p, sampling only) shape what is drawn, never the recorded log-prob."""
-    scaled = logits / temp
+    scaled = logits / temp if temp != 1.0 else logits  # (x / 1 is x: a vocabulary-sized pass saved)
     shaped = scaled
     for process in processors:  # (a penalty divides or multiplies a logit: the same before or after 1/temp)
         shaped = process(history, shaped)
@@ -120,7 +120,9 @@ def draw(logits):
     cdf = logits.softmax(-1).double().cumsum(-1)
     u = torch.rand(len(cdf), 1, dtype=torch.float64, device=cdf.device) * cdf[:, -1:]
     token = torch.searchsorted(cdf, u, right=True).squeeze(1)  # first entry whose CDF exceeds u
-    return torch.where(token < cdf.shape[1], token, logits.argmax(-1))  # (u rounded up to the total: never in practice)
+    if bool((token >= cdf.shape[1]).any()):  # u rounded up to the total: never in practice
+        token = torch.where(token < cdf.shape[1], token, logits.argmax(-1))
+    return token
 
 
 class StopAt:

@@ -241,6 +241,15 @@ def test_the_decode_loop_draws_tokens_with_their_probabilities():
     assert (counts - probs).abs().max() < 0.01  # 4 standard errors at 40k draws
 
 
+def test_a_draw_at_the_cdf_total_falls_back_to_the_most_likely_token(monkeypatch):
+    # u == the CDF's total (a uniform draw rounded up to 1) is past every entry: the row's argmax, not index V
+    from corl.builtin.hf.backend.decode import draw
+
+    monkeypatch.setattr(torch, "rand", lambda n, k, **kw: torch.ones(n, k, **kw))
+    logits = torch.tensor([[0.0, 2.0, 1.0, -1.0], [3.0, 0.0, 0.0, 0.0]])
+    assert draw(logits).tolist() == [1, 0]
+
+
 def test_huge_prompts_are_refused_by_file_and_line_before_any_model_work(tmp_path, monkeypatch):
     """The 46-row file of megabyte prompts: refused in seconds, naming the file and line of the longest
     and what to change, before the zoo warm-start (nothing cached), without tokenizing whole prompts."""
