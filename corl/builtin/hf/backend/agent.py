@@ -259,12 +259,13 @@ class HFAgent:
         finally:
             model.eval()
         target = batch.sequences[rows, batch.prompt_len:]
-        width = max(1, self.config.logprob_chunk_tokens // max(1, hidden.shape[0]))
+        chunked = logits_outweigh_hidden(model, hidden)
+        width = max(1, self.config.logprob_chunk_tokens // max(1, hidden.shape[0])) if chunked else hidden.shape[1]
         logps, entropies = [], []
         for start in range(0, hidden.shape[1], width):
             args = (model, hidden[:, start:start + width], target[:, start:start + width], batch.temperature)
             with self.autocast("train"):
-                if torch.is_grad_enabled():  # keep only the chunk's hidden states for backward; recompute the rest
+                if chunked and torch.is_grad_enabled():  # keep only the chunk's hidden states; recompute the rest
                     logp, entropy = checkpoint(_chunk_logprobs, *args, use_reentrant=False)
                 else:
                     logp, entropy = _chunk_logprobs(*args)
@@ -377,6 +378,15 @@ def _freeze_embeddings(model, dtype, *, bf16: bool) -> None:
     embed = model.get_input_embeddings()
     if embed.weight.dtype != dtype:
         embed.register_forward_hook(lambda module, args, out: out.to(dtype))
+
+
+def logits_outweigh_hidden(model, hidden) -> bool:
+    """Whether the update's log-probs go chunk by chunk, each recomputed in backward
+    (``logprob_chunk_tokens``): when the vocabulary is wider than the hidden states, as in every
+    real LM (SmolLM2: 49152 against 576). A vocabulary no wider (the zoo's 19 tokens against 64)
+    makes logits no larger than the hidden states the chunks would keep instead: the log-probs are
+    then computed in one piece and kept, which saves the recompute and a pass per chunk."""
+    return model.get_output_embeddings().weight.shape[0] > hidden.shape[-1]
 
 
 def _chunk_logprobs(model, hidden, target, temperature: float):

@@ -37,9 +37,14 @@ def _grads(agent, logp, batch):
     return {k: p.grad.clone() for k, p in agent.model.named_parameters() if p.grad is not None}
 
 
-@pytest.mark.parametrize("chunk, checkpointing", [(7, False), (1, True), (10_000, True)])
-def test_chunked_and_checkpointed_logprobs_match_the_full_computation(setup, chunk, checkpointing):
-    ctx, batch = setup
+@pytest.mark.parametrize("chunk, checkpointing, chunked", [(7, False, True), (1, True, True), (10_000, True, True),
+                                                        (1, False, False), (1, True, False)])
+def test_chunked_and_checkpointed_logprobs_match_the_full_computation(setup, monkeypatch, chunk, checkpointing,
+                                                                      chunked):
+    import corl.builtin.hf.backend.agent as agent_module
+
+    ctx, batch = setup  # (the tiny model's vocabulary is narrower than its width: chunks are asked for here)
+    monkeypatch.setattr(agent_module, "logits_outweigh_hidden", lambda model, hidden: chunked)
     rows = torch.arange(len(batch.sequences))
     agent = HFAgent(HFAgentConfig(model="zoo:llama-tiny", logprob_chunk_tokens=chunk,
                                   gradient_checkpointing=checkpointing), ctx)
@@ -50,6 +55,22 @@ def test_chunked_and_checkpointed_logprobs_match_the_full_computation(setup, chu
     got = _grads(agent, logp, batch)
     assert want.keys() == got.keys() and all(torch.allclose(want[k], got[k], atol=1e-5) for k in want)
     assert not agent.model.training  # back in eval mode after a checkpointed forward
+
+
+def test_log_probs_go_in_chunks_only_when_the_vocabulary_is_wider_than_the_hidden_states():
+    from corl.builtin.hf.backend.agent import logits_outweigh_hidden
+
+    class LM(torch.nn.Module):
+        def __init__(self, vocab):
+            super().__init__()
+            self.head = torch.nn.Linear(64, vocab, bias=False)
+
+        def get_output_embeddings(self):
+            return self.head
+
+    hidden = torch.zeros(4, 3, 64)
+    assert logits_outweigh_hidden(LM(65), hidden) and not logits_outweigh_hidden(LM(64), hidden)
+    assert not logits_outweigh_hidden(LM(19), hidden)
 
 
 def test_bf16_phases_keep_float32_weights_and_close_logprobs(setup):
