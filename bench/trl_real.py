@@ -108,7 +108,28 @@ def corl_side(steps: int, seed: int, out: str, reward: str) -> dict:
         sample.append(m.agents["smollm2"]["time/sample"])
         update.append(m.agents["smollm2"]["time/update"])
         active.append(m.agents["smollm2"]["active_fraction"])
-    return {"wall": wall, "cpu": cpu, "sample": sample, "update": update, "active": active}
+    rss = peak_rss_mb()  # (before the counted step: counting changes what it allocates)
+    return {"wall": wall, "cpu": cpu, "sample": sample, "update": update, "active": active, **floor(run, steps + 1),
+            "rss_mb": rss}
+
+
+def floor(run, step: int) -> dict:
+    """The floating-point work of one further step (sampling and update: every matmul and attention
+    op, torch's ``FlopCounterMode``) and this core's best float32 matmul rate on the model's shapes
+    at the update's rows (``bench/update_limit.py``; the decode's 32 rows run slower): work / rate is
+    a floor under corl's step: its matmuls alone, each at the best rate, no other op."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+    from update_limit import matmul_rate
+
+    with FlopCounterMode(display=False) as counter:
+        run.step(step)
+    agent = run.agents[0].agent
+    cfg, width = agent.model.config, agent.encode([p.text for p in run.train[:PROMPTS]])["input_ids"].shape[1]
+    d, ffn, vocab, rows = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, 8 * (width + NEW_TOKENS)
+    rate = matmul_rate([(rows, d, 3 * d), (rows, d, ffn), (rows, ffn, d), (rows, d, d), (rows, d, vocab)],
+                       torch.float32)
+    return {"step_gflop": counter.get_total_flops() / 1e9, "matmul_gflops": rate}
 
 
 def trl_side(steps: int, seed: int, out: str, reward: str) -> dict:
@@ -210,7 +231,7 @@ def child(side: str, steps: int, seed: int, reward: str) -> dict:
     torch.set_num_threads(THREADS)
     with tempfile.TemporaryDirectory() as out:
         result = {"corl": corl_side, "trl": trl_side, "limit": limit_side}[side](steps, seed, out, reward)
-    return {**result, "side": side, "rss_mb": peak_rss_mb()}
+    return {"rss_mb": peak_rss_mb(), **result, "side": side}
 
 
 def launch(side: str, steps: int, seed: int, reward: str = "parity") -> dict:
@@ -275,6 +296,12 @@ def main() -> None:
           f"corl / TRL: {med['corl'][1] / med['trl'][1]:.2f}; corl's step: sampling {corl_phases['sample']:.1f} s, "
           f"update {corl_phases['update']:.1f} s (medians), {corl_phases['active']:.0%} of completions in a group "
           "with a signal (corl skips the rest's exactly-zero loss; TRL computes it)")
+    gflop = statistics.median(res["step_gflop"] for res in results["corl"])
+    rate = statistics.median(res["matmul_gflops"] for res in results["corl"])
+    print(f"corl's step at the core's matmul rate: {gflop:.0f} GFLOP a step (matmuls and attention, one further step "
+          f"counted) at {rate:.1f} GFLOP/s (this core's best float32 rate on the model's shapes) takes at least "
+          f"{gflop / rate:.1f} s, so on this core corl can reach at most {med['trl'][0] / (gflop / rate):.2f}x TRL's "
+          "completions per second")
     s, f = statistics.median(limit["sampler_tok_s"]), statistics.median(limit["forward_tok_s"])
     print(f"hf sampler: {s:.0f} generated tokens/s; the KV-cached forward passes alone: {f:.0f} tokens/s "
           f"(the sampler reaches {s / f:.0%} of that); load average at end {os.getloadavg()[0]:.1f}")
