@@ -75,7 +75,8 @@ class HFAgentConfig(ModelSettings):
                 "run's log, and again if the choice changes)"})
     logprob_chunk_tokens: int = attrs.field(default=256, validator=v.ge(1), metadata={
         "help": "tokens per lm_head / log-softmax chunk of the update (recomputed in backward): full-vocabulary "
-                "float logits never exist for the whole micro-batch"})
+                "float logits never exist for the whole micro-batch; a vocabulary no wider than the hidden states "
+                "(logits no larger than what a chunk would keep instead) goes in one piece, not recomputed"})
     freeze_embeddings: bool = attrs.field(default=False, metadata={
         "help": "do not train the token embeddings (and a tied lm_head): no gradients or AdamW state for them "
                 "(Gemma 3 270M: 168M of its 268M parameters)"})
