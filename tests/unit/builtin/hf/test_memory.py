@@ -73,6 +73,20 @@ def test_log_probs_go_in_chunks_only_when_the_vocabulary_is_wider_than_the_hidde
     assert not logits_outweigh_hidden(LM(19), hidden)
 
 
+def test_a_narrow_vocabulary_goes_in_one_piece_without_recompute(setup, monkeypatch):
+    import corl.builtin.hf.backend.agent as agent_module
+
+    ctx, batch = setup
+    agent = HFAgent(HFAgentConfig(model="zoo:llama-tiny", logprob_chunk_tokens=1), ctx)  # 1 token a chunk, if chunked
+    calls, recomputed = [], []
+    real = agent_module._chunk_logprobs
+    monkeypatch.setattr(agent_module, "_chunk_logprobs", lambda *a: calls.append(a[1].shape) or real(*a))
+    monkeypatch.setattr("torch.utils.checkpoint.checkpoint", lambda *a, **k: recomputed.append(1))
+    logp, _ = agent.token_logprobs(batch, torch.arange(len(batch.sequences)))
+    assert calls == [batch.completion_mask.shape + (agent.model.config.hidden_size,)] and not recomputed
+    assert logp.shape == batch.completion_mask.shape
+
+
 def test_bf16_phases_keep_float32_weights_and_close_logprobs(setup):
     ctx, batch = setup
     agent = HFAgent(HFAgentConfig(model="zoo:llama-tiny", sample_dtype="bfloat16", train_dtype="bfloat16"), ctx)
