@@ -124,9 +124,9 @@ def floor(run, step: int) -> dict:
 
     with FlopCounterMode(display=False) as counter:
         run.step(step)
-    agent = run.agents[0].agent
+    agent, micro = run.agents[0].agent, run.agents[0].optimizer.config.micro_batch_size
     cfg, width = agent.model.config, agent.encode([p.text for p in run.train[:PROMPTS]])["input_ids"].shape[1]
-    d, ffn, vocab, rows = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, 8 * (width + NEW_TOKENS)
+    d, ffn, vocab, rows = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, micro * (width + NEW_TOKENS)
     rate = matmul_rate([(rows, d, 3 * d), (rows, d, ffn), (rows, ffn, d), (rows, d, d), (rows, d, vocab)],
                        torch.float32)
     return {"step_gflop": counter.get_total_flops() / 1e9, "matmul_gflops": rate}

@@ -260,7 +260,7 @@ class HFAgent:
             model.eval()
         target = batch.sequences[rows, batch.prompt_len:]
         chunked = logits_outweigh_hidden(model, hidden)
-        width = max(1, self.config.logprob_chunk_tokens // max(1, hidden.shape[0])) if chunked else hidden.shape[1]
+        width = max(1, self.config.logprob_chunk_tokens // max(1, hidden.shape[0]) if chunked else hidden.shape[1])
         logps, entropies = [], []
         for start in range(0, hidden.shape[1], width):
             args = (model, hidden[:, start:start + width], target[:, start:start + width], batch.temperature)
