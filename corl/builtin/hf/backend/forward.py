@@ -57,14 +57,42 @@ def _shared(model, ids, mask, prompt_len: int, distinct, inverse, root: bool):
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         hidden, _ = _body(model, root, input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False)
         return hidden[:, prompt_len - 1: -1]
-    cache.batch_select_indices(inverse)  # each row gets its prompt's keys and values (gradients add up)
-    for layer in cache.layers:
+    for layer in cache.layers:  # each row gets its prompt's keys and values (gradients add up)
+        layer.keys, layer.values = _rows_of(layer.keys, inverse), _rows_of(layer.values, inverse)
         layer.__class__ = _prompt_layer(type(layer))
     positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, prompt_len:]
     with _checkpointed_layers(model, prompt=False):
         completion, _ = _body(model, root, input_ids=ids[:, prompt_len:], attention_mask=mask,
                               position_ids=positions, use_cache=True, **{_cache_key(model): cache})
-    return torch.cat([prompt[inverse, -1:], completion[:, :-1]], 1)
+    return torch.cat([_rows_of(prompt[:, -1:], inverse), completion[:, :-1]], 1)
+
+
+def _rows_of(x, index):
+    """``x[index]`` along the first dimension, whose backward adds each row's gradient into its source
+    row with ``index_add_``. Indexing's own backward (an accumulating ``index_put_``) and
+    ``index_select``'s (a ``scatter_add_``) took 8-10 times as long on the strided gradients that the
+    attention's concatenation hands back (0.4 ms a layer on the zoo's update, against 0.04 ms). The
+    sums run in the same row order: the gradients are bit for bit the same."""
+    return _row_gather().apply(x, index)
+
+
+@functools.cache
+def _row_gather():
+    import torch
+
+    class RowGather(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, index):
+            ctx.save_for_backward(index)
+            ctx.rows = x.shape[0]
+            return x.index_select(0, index)
+
+        @staticmethod
+        def backward(ctx, grad):
+            (index,) = ctx.saved_tensors
+            return grad.new_zeros((ctx.rows, *grad.shape[1:])).index_add_(0, index, grad.contiguous()), None
+
+    return RowGather
 
 
 def _outgrows_window(model, prompt_len: int) -> bool:

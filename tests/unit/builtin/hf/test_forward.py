@@ -99,3 +99,21 @@ def test_sliding_window_layers_share_a_prompt_shorter_than_their_window(window, 
         assert shared_grads.keys() == grads.keys()
         for n, g in grads.items():
             assert torch.allclose(shared_grads[n], g, atol=1e-4, rtol=1e-4), (n, checkpointing)
+
+
+def test_a_prompts_rows_add_their_gradients_as_indexing_does():
+    """Handing a prompt's keys and values to its rows (``_rows_of``) gives indexing's values and,
+    from the strided gradient a concatenation hands back, indexing's gradient bit for bit: every
+    row's gradient added into its prompt's, none dropped or overwritten."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 2, 5, 4, dtype=torch.float64).requires_grad_()
+    index = torch.tensor([2, 0, 2, 1, 2, 0])
+    upstream = torch.randn(6, 2, 9, 4, dtype=torch.float64)[:, :, 2:7]  # strided, like a cat's slice
+    assert not upstream.is_contiguous()
+    ours = forward._rows_of(x, index)
+    (grad,) = torch.autograd.grad(ours, x, upstream)
+    (expected,) = torch.autograd.grad(x[index], x, upstream)
+    assert torch.equal(ours, x[index])
+    assert torch.equal(grad, expected)
+    assert torch.equal(grad[2], upstream[0] + upstream[2] + upstream[4])
+    assert torch.equal(grad[1], upstream[3])
