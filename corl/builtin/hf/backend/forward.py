@@ -69,10 +69,10 @@ def _shared(model, ids, mask, prompt_len: int, distinct, inverse, root: bool):
 
 def _rows_of(x, index):
     """``x[index]`` along the first dimension, whose backward adds each row's gradient into its source
-    row with ``index_add_``. Indexing's own backward (an accumulating ``index_put_``) and
-    ``index_select``'s (a ``scatter_add_``) took 8-10 times as long on the strided gradients that the
-    attention's concatenation hands back (0.4 ms a layer on the zoo's update, against 0.04 ms). The
-    sums run in the same row order: the gradients are bit for bit the same."""
+    row with ``index_add_`` on a contiguous copy. Indexing's own backward (an accumulating
+    ``index_put_``) and ``index_select``'s (a ``scatter_add_``) are slow on the strided gradients that
+    the attention's concatenation hands back: on the zoo's update this backward takes about half
+    their time. The sums run in the same row order: the gradients are bit for bit the same."""
     return _row_gather().apply(x, index)
 
 
