@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from corl.builtin.hf.backend import recompute
+from corl.builtin.hf.backend.compiled import CompiledBody
 from corl.builtin.hf.backend.batch import SampleBatch
 from corl.builtin.hf.backend.common import (
     capped_texts,
@@ -170,6 +171,9 @@ class HFAgent:
         if self.sharded:
             sharding.shard(self.model, self.mesh, mixed_precision=config.mixed_precision, cpu_offload=config.cpu_offload)
         self.model.eval()
+        self._compiled = CompiledBody(self.model, who, self._log) if config.compile_update and not self.sharded else None
+        if config.compile_update and self.sharded:
+            self._log(f"{who}: compile_update: a sharded model's update runs eager")
 
     def encode(self, prompts: Sequence[str | Prompt]):
         """Tokenize prompts (texts, or :class:`~corl.types.Prompt` objects, whose conversation a chat format
@@ -254,8 +258,12 @@ class HFAgent:
             dropout.train(torch.is_grad_enabled() and not reference)
         try:
             with self.autocast("train"), self.adapters.disable_adapter() if adapters_off else contextlib.nullcontext():
-                hidden = hidden_states(model, batch.sequences[rows], batch.attention_mask[rows], batch.prompt_len,
-                                       root=self.sharded, share=True)
+                def forward(body):
+                    return hidden_states(model, batch.sequences[rows], batch.attention_mask[rows], batch.prompt_len,
+                                         root=self.sharded, share=True, body=body)
+
+                compiled = self._compiled
+                hidden = forward(None) if compiled is None else compiled.run(forward, use=grad and not checkpointing)
         finally:
             model.eval()
         target = batch.sequences[rows, batch.prompt_len:]

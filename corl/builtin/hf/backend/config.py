@@ -77,6 +77,11 @@ class HFAgentConfig(ModelSettings):
         "help": "tokens per lm_head / log-softmax chunk of the update (recomputed in backward): full-vocabulary "
                 "float logits never exist for the whole micro-batch; a vocabulary no wider than the hidden states "
                 "(logits no larger than what a chunk would keep instead) goes in one piece, not recomputed"})
+    compile_update: bool = attrs.field(default=False, metadata={
+        "help": "run the update's forward and backward through torch.compile (inductor): a zoo model's pass ~0.7x "
+                "the time on CPU after a first compile of about a minute (several for a 135M model), cached under "
+                "$CORL_CACHE_DIR/inductor; log-probs differ from eager by ~1e-4; sampling, recomputed passes and "
+                "sharded models stay eager (docs/results/performance.md)"})
     freeze_embeddings: bool = attrs.field(default=False, metadata={
         "help": "do not train the token embeddings (and a tied lm_head): no gradients or AdamW state for them "
                 "(Gemma 3 270M: 168M of its 268M parameters)"})

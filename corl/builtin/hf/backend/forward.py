@@ -29,8 +29,9 @@ import functools
 import inspect
 
 
-def hidden_states(model, ids, mask, prompt_len: int, *, root: bool, share: bool):
-    """``[rows, T, width]``: the body's output at positions ``prompt_len - 1 .. end - 1``."""
+def hidden_states(model, ids, mask, prompt_len: int, *, root: bool, share: bool, body=None):
+    """``[rows, T, width]``: the body's output at positions ``prompt_len - 1 .. end - 1``; ``body`` runs
+    the body in place of the model's own (the compiled one of :mod:`corl.builtin.hf.backend.compiled`)."""
     import torch
 
     if share:
@@ -39,30 +40,30 @@ def hidden_states(model, ids, mask, prompt_len: int, *, root: bool, share: bool)
         # (a sharded model's passes are collective: every rank of its group takes the same two, so its
         # prompt pass runs even where the prompts outgrow a window, whatever the other ranks' lengths)
         if root or (len(distinct) < len(ids) and not _outgrows_window(model, prompt_len)):
-            return _shared(model, ids, mask, prompt_len, distinct, inverse, root)
+            return _shared(model, ids, mask, prompt_len, distinct, inverse, root, body)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding; GPT-2 needs them explicit
-    hidden, _ = _body(model, root, input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False)
+    hidden, _ = _body(model, root, body, input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False)
     return hidden[:, prompt_len - 1: -1]
 
 
-def _shared(model, ids, mask, prompt_len: int, distinct, inverse, root: bool):
+def _shared(model, ids, mask, prompt_len: int, distinct, inverse, root: bool, body):
     import torch
 
     p_ids, p_mask = distinct[:, :prompt_len], distinct[:, prompt_len:]
     p_positions = (p_mask.cumsum(-1) - 1).clamp(min=0)
     with _checkpointed_layers(model, prompt=True):
-        prompt, cache = _body(model, root, input_ids=p_ids, attention_mask=p_mask, position_ids=p_positions,
+        prompt, cache = _body(model, root, body, input_ids=p_ids, attention_mask=p_mask, position_ids=p_positions,
                               use_cache=True)
     if cache is None or not all(_whole_prompt(layer, prompt_len) for layer in getattr(cache, "layers", [None])):
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        hidden, _ = _body(model, root, input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False)
+        hidden, _ = _body(model, root, body, input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False)
         return hidden[:, prompt_len - 1: -1]
     for layer in cache.layers:  # each row gets its prompt's keys and values (gradients add up)
         layer.keys, layer.values = _rows_of(layer.keys, inverse), _rows_of(layer.values, inverse)
         layer.__class__ = _prompt_layer(type(layer))
     positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, prompt_len:]
     with _checkpointed_layers(model, prompt=False):
-        completion, _ = _body(model, root, input_ids=ids[:, prompt_len:], attention_mask=mask,
+        completion, _ = _body(model, root, body, input_ids=ids[:, prompt_len:], attention_mask=mask,
                               position_ids=positions, use_cache=True, **{_cache_key(model): cache})
     return torch.cat([_rows_of(prompt[:, -1:], inverse), completion[:, :-1]], 1)
 
@@ -158,9 +159,10 @@ def _checkpointed_layers(model, *, prompt: bool):
             del layer._can_checkpoint_with_cache
 
 
-def _body(model, root: bool, **inputs):
+def _body(model, root: bool, body, **inputs):
     """The body's last hidden states and the KV cache (None without ``use_cache``)."""
-    body = model.get_decoder() if hasattr(model, "get_decoder") else model.base_model
+    if body is None:
+        body = model.get_decoder() if hasattr(model, "get_decoder") else model.base_model
     key = _cache_key(model)
     if not root:
         out = body(**inputs)
