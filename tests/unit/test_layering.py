@@ -158,6 +158,7 @@ NOT_COMPONENTS = {
     ("corl.builtin.hf.backend.common", "save_loadable"): "a transformers model, config or output (attributes differ by architecture and version)",
     ("corl.builtin.hf.backend.decode", "decode"): "a transformers model, config or output (attributes differ by architecture and version)",
     ("corl.builtin.hf.backend.forward", "_body"): "a transformers model, config or output (attributes differ by architecture and version)",
+    ("corl.builtin.hf.backend.forward", "body_of"): "a transformers model (attributes differ by architecture and version)",
     ("corl.builtin.hf.backend.forward", "_checkpointed_layers"): "a transformers model, config or output (attributes differ by architecture and version)",
     ("corl.builtin.hf.backend.forward", "_shared"): "a transformers cache's layers",
     ("corl.builtin.hf.backend.forward", "_outgrows_window"): "a transformers model, config or output (attributes differ by architecture and version)",

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from corl.builtin.hf.backend import recompute
-from corl.builtin.hf.backend.compiled import CompiledBody
 from corl.builtin.hf.backend.batch import SampleBatch
 from corl.builtin.hf.backend.common import (
     capped_texts,
@@ -33,6 +32,7 @@ from corl.builtin.hf.backend.common import (
     save_loadable,
     save_weights,
 )
+from corl.builtin.hf.backend.compiled import CompiledBody
 from corl.builtin.hf.backend.config import HFAgentConfig, matmul_dtype
 from corl.builtin.hf.backend.forward import hidden_states
 from corl.builtin.hf.backend.prompts import chat_template_text, format_prompts, use_chat_template

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 
+from corl.builtin.hf.backend.forward import body_of
 from corl.builtin.hf.models.catalog import cache_root
 
 _CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
@@ -55,11 +56,9 @@ class CompiledBody:
 
             if os.environ.get(_CACHE_ENV) in (None, default_cache_dir()):  # (importing dynamo sets the default)
                 os.environ[_CACHE_ENV] = str(cache_root() / "inductor")
-            model = self._model
-            body = model.get_decoder() if hasattr(model, "get_decoder") else model.base_model
-            self._body = torch.compile(body, dynamic=True)
-            self._log(f"{self._who}: compile_update: the update's body compiles on its first pass (cached in "
-                      f"{os.environ[_CACHE_ENV]})")
+            self._body = torch.compile(body_of(self._model), dynamic=True)
+            self._log(f"{self._who}: compile_update: the update's body is compiled on its first pass, or loaded "
+                      f"from inductor's cache in {os.environ[_CACHE_ENV]}")
         return self._body
 
     def failed(self, error: BaseException) -> None:

@@ -161,8 +161,7 @@ def _checkpointed_layers(model, *, prompt: bool):
 
 def _body(model, root: bool, body, **inputs):
     """The body's last hidden states and the KV cache (None without ``use_cache``)."""
-    if body is None:
-        body = model.get_decoder() if hasattr(model, "get_decoder") else model.base_model
+    body = body_of(model) if body is None else body
     key = _cache_key(model)
     if not root:
         out = body(**inputs)
@@ -174,6 +173,11 @@ def _body(model, root: bool, body, **inputs):
     finally:
         hook.remove()
     return caught[0], getattr(out, key, None)
+
+
+def body_of(model):
+    """The model without its output layer: the decoder (``base_model`` where there is no ``get_decoder``)."""
+    return model.get_decoder() if hasattr(model, "get_decoder") else model.base_model
 
 
 def _cache_key(model) -> str:
