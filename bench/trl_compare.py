@@ -1,7 +1,7 @@
 """corl against TRL's GRPOTrainer: step throughput and the learning signal (prints a table; never a test).
 
   pip install 'trl==1.16.*'          # the benchmark's own dependency (tox -e bench installs it)
-  python bench/trl_compare.py [--steps 8] [--rounds 2] [--threads 2]
+  python bench/trl_compare.py [--steps 8] [--rounds 2] [--threads 2] [--compile]
   python bench/trl_compare.py --model smollm2 [--steps 3] [--rounds 2] [--threads 1]   # a real model (bench/trl_real.py)
 
 One agent, GRPO, the same zoo model (zoo:llama-tiny, warm-started weights saved once and loaded
@@ -10,7 +10,8 @@ lr 2e-5, no KL, one optimizer step per batch, token-mean loss (TRL's loss_type="
 ratio 0.2, grad norm 1.0, ground-truth reward from the task's verifier for both. Rounds alternate
 corl, TRL, corl, TRL ... in this one process, so both see the same machine; the first two steps of
 each round are warm-up and are dropped. ``--threads``: torch threads for both (default 2, both
-cores here; on a busy machine 2 spin-waiting OpenMP threads collapse: use 1).
+cores here; on a busy machine 2 spin-waiting OpenMP threads collapse: use 1). ``--compile``: corl's
+``compile_update`` against TRL's ``torch_compile`` (each side's first steps compile, in the warm-up).
 
 Same signal: on one fixed sampled batch with the same weights, corl's loss and gradient against
 TRL's ``_compute_loss`` on its own model (TRL's advantages, then identical advantages).
@@ -32,12 +33,13 @@ from corl.runtime import Run
 
 PROMPTS, GENERATIONS, NEW_TOKENS, LR = 32, 8, 6, 2e-5
 THREADS = [2]  # --threads, for both sides
+COMPILE = [False]  # --compile: corl's compile_update and TRL's torch_compile
 
 
 def corl_run(out: str, seed: int = 0) -> Run:
     recipe = {"run": {"steps": 0, "seed": seed, "prompts_per_step": PROMPTS, "supervised": True, "threads": THREADS[0],
                       "observers": [], "output_dir": out},
-              "agents": [{"name": "llama", "model": "zoo:llama-tiny",
+              "agents": [{"name": "llama", "model": "zoo:llama-tiny", "compile_update": COMPILE[0],
                           "sampler": {"type": "hf", "temperature": 1.0, "max_new_tokens": NEW_TOKENS},
                           "optimizer": {"type": "grpo", "lr": LR, "clip": 0.2, "max_grad_norm": 1.0}}],
               "voting": {"n_votes": GENERATIONS, "n_train": GENERATIONS}, "topology": {"type": "ground_truth"},
@@ -98,6 +100,7 @@ def trl_trainer(model_dir: str, run: Run, steps: int, out: str, seed: int = 0):
         learning_rate=LR, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0,
         beta=0.0, epsilon=0.2, loss_type="bnpo", scale_rewards="group", num_iterations=1,
         gradient_accumulation_steps=1, use_cpu=True, bf16=False, report_to=[], save_strategy="no",
+        torch_compile=COMPILE[0],
         logging_steps=1000, disable_tqdm=True, seed=seed, dataloader_num_workers=0)
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
@@ -166,11 +169,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=None, help="torch threads for both sides (default 2; 1 on "
                                                                     "a busy machine)")
+    parser.add_argument("--compile", action="store_true", help="both sides through torch.compile: corl's "
+                        "compile_update, TRL's torch_compile (the compiles fall in the dropped warm-up steps)")
     parser.add_argument("--model", choices=["zoo", "smollm2"], default="zoo",
                         help="zoo: the tiny zoo model in one process; smollm2: SmolLM2-135M-Instruct, each side in "
                              "its own process for its peak RSS (bench/trl_real.py)")
     args, rest = parser.parse_known_args()
     if args.model == "smollm2":
+        if args.compile:
+            parser.error("--compile is measured on the zoo model only (SmolLM2's first compile takes ~6 min)")
         import subprocess
         import sys
 
@@ -184,11 +191,12 @@ def main() -> None:
 
     from corl.plugins import corl_version
 
-    THREADS[0] = args.threads or 2
+    THREADS[0], COMPILE[0] = args.threads or 2, args.compile
     torch.set_num_threads(THREADS[0])
     print(f"corl {corl_version()}, TRL {trl.__version__}, transformers {transformers.__version__}, torch "
           f"{torch.__version__}, {torch.get_num_threads()} threads; zoo:llama-tiny, {PROMPTS} prompts x "
-          f"{GENERATIONS} generations, <= {NEW_TOKENS} new tokens, GRPO, one update per step")
+          f"{GENERATIONS} generations, <= {NEW_TOKENS} new tokens, GRPO, one update per step"
+          f"{', both compiled' if args.compile else ''}")
     per_step = PROMPTS * GENERATIONS
     with tempfile.TemporaryDirectory() as tmp:
         run = corl_run(f"{tmp}/corl")
