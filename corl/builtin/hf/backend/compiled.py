@@ -9,7 +9,7 @@ graphs. Inductor keeps what it built in ``$CORL_CACHE_DIR/inductor`` (unless
 
 Only the update's pass with gradients compiles; sampling, the reference model's log-probs, a pass
 that recomputes activations (``gradient_checkpointing``) and a sharded model stay eager. A compiled
-kernel adds in another order: log-probs differ from eager ones by about 1e-4 (measured in
+kernel adds in another order: log-probs differ from eager ones by about 1e-5 (measured in
 docs/results/performance.md), so the first policy ratio is no longer exactly 1. Where the compiler
 fails (no C++ compiler, an operator inductor cannot lower), the run says so once and goes on eager.
 """

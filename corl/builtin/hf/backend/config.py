@@ -80,7 +80,7 @@ class HFAgentConfig(ModelSettings):
     compile_update: bool = attrs.field(default=False, metadata={
         "help": "run the update's forward and backward through torch.compile (inductor): a zoo model's pass ~0.7x "
                 "the time on CPU after a first compile of about a minute (several for a 135M model), cached under "
-                "$CORL_CACHE_DIR/inductor; log-probs differ from eager by ~1e-4; sampling, recomputed passes and "
+                "$CORL_CACHE_DIR/inductor; log-probs differ from eager by ~1e-5; sampling, recomputed passes and "
                 "sharded models stay eager (docs/results/performance.md)"})
     freeze_embeddings: bool = attrs.field(default=False, metadata={
         "help": "do not train the token embeddings (and a tied lm_head): no gradients or AdamW state for them "
