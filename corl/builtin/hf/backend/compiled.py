@@ -8,7 +8,9 @@ graphs. Inductor keeps what it built in ``$CORL_CACHE_DIR/inductor`` (unless
 ``TORCHINDUCTOR_CACHE_DIR`` is set), so a later run on the same machine loads it.
 
 Only the update's pass with gradients compiles; sampling, the reference model's log-probs, a pass
-that recomputes activations (``gradient_checkpointing``) and a sharded model stay eager. A compiled
+that recomputes activations (``gradient_checkpointing``) and a sharded model stay eager, and so does
+a call of the body over one row or one position (a micro-batch's single distinct prompt, one-token
+completions): torch compiles a size of 1 apart, another compile for a call that small. A compiled
 kernel adds in another order: log-probs differ from eager ones by about 1e-5 (measured in
 docs/results/performance.md), so the first policy ratio is no longer exactly 1. Where the compiler
 fails (no C++ compiler, an operator inductor cannot lower), the run says so once and goes on eager.
@@ -56,7 +58,13 @@ class CompiledBody:
 
             if os.environ.get(_CACHE_ENV) in (None, default_cache_dir()):  # (importing dynamo sets the default)
                 os.environ[_CACHE_ENV] = str(cache_root() / "inductor")
-            self._body = torch.compile(body_of(self._model), dynamic=True)
+            eager = body_of(self._model)
+            compiled = torch.compile(eager, dynamic=True)
+
+            def body(**inputs):  # (torch specializes a size of 1: such a pass would compile again)
+                return (eager if 1 in inputs["input_ids"].shape else compiled)(**inputs)
+
+            self._body = body
             self._log(f"{self._who}: compile_update: the update's body is compiled on its first pass, or loaded "
                       f"from inductor's cache in {os.environ[_CACHE_ENV]}")
         return self._body

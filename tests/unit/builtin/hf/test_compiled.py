@@ -76,6 +76,13 @@ def test_only_the_updates_pass_with_gradients_runs_the_compiled_body(task, cache
     agent.token_logprobs(rollout.batch, rows, reference=True)
     update_pass(agent, rollout.batch, rows)
     assert fake.calls == [True] * 4 and len(fake.compiled) == 1  # compiled once, reused
+    # a call over one row or one distinct prompt runs eager (a size of 1 would compile again)
+    for one, compiled_calls in ((torch.tensor([4]), 0), (torch.tensor([0, 1, 2]), 1)):  # (rows 0-2: one prompt)
+        fake.calls.clear()
+        logp, grads = update_pass(agent, rollout.batch, one)
+        want, want_grads = update_pass(eager, rollout.batch, one)
+        assert fake.calls == [True] * compiled_calls
+        assert torch.equal(logp, want) and all(torch.equal(grads[n], g) for n, g in want_grads.items())
     folder = str(cache_dir / "inductor")
     assert [line for line in logs if "compile_update" in line] == [
         f"agent 'a': compile_update: the update's body is compiled on its first pass, or loaded from inductor's "
