@@ -45,7 +45,7 @@ class CompiledBody:
         try:
             return forward(body)
         except TorchDynamoException as error:
-            self.failed(error)
+            self._fail(error)
             return forward(None)
 
     def get(self):
@@ -69,7 +69,7 @@ class CompiledBody:
                       f"from inductor's cache in {os.environ[_CACHE_ENV]}")
         return self._body
 
-    def failed(self, error: BaseException) -> None:
+    def _fail(self, error: BaseException) -> None:
         """The compiler failed: say so once; the update runs eager from now on."""
         self._failed = True
         first = (str(error).strip().splitlines() or [""])[0][:200]

@@ -78,8 +78,9 @@ class HFAgentConfig(ModelSettings):
                 "float logits never exist for the whole micro-batch; a vocabulary no wider than the hidden states "
                 "(logits no larger than what a chunk would keep instead) goes in one piece, not recomputed"})
     compile_update: bool = attrs.field(default=False, metadata={
-        "help": "run the update's forward and backward through torch.compile (inductor): a zoo model's pass ~0.7x "
-                "the time on CPU after a first compile of about a minute (several for a 135M model), cached under "
+        "help": "run the update's forward and backward through torch.compile (inductor): the llama and qwen2 zoo "
+                "models' pass ~0.8x the time on CPU (neox: no gain) after a first compile of about a minute (several "
+                "for a 135M model), cached under "
                 "$CORL_CACHE_DIR/inductor; log-probs differ from eager by ~1e-5; sampling, recomputed passes and "
                 "sharded models stay eager (docs/results/performance.md)"})
     freeze_embeddings: bool = attrs.field(default=False, metadata={
