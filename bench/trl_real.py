@@ -322,8 +322,9 @@ def main() -> None:
           "with a signal (corl skips the rest's exactly-zero loss; TRL computes it)")
     gflop = statistics.median(res["step_gflop"] for res in results["corl"])
     rate = statistics.median(res["matmul_gflops"] for res in results["corl"])
+    dtype = "bf16" if BF16[0] else "float32"
     print(f"corl's step at the core's matmul rate: {gflop:.0f} GFLOP a step (matmuls and attention, one further step "
-          f"counted) at {rate:.1f} GFLOP/s (this core's best {'bf16' if BF16[0] else 'float32'} rate on the model's shapes) takes at least "
+          f"counted) at {rate:.1f} GFLOP/s (this core's best {dtype} rate on the model's shapes) takes at least "
           f"{gflop / rate:.1f} s, so on this core corl can reach at most {med['trl'][0] / (gflop / rate):.2f}x TRL's "
           "completions per second")
     s, f = statistics.median(limit["sampler_tok_s"]), statistics.median(limit["forward_tok_s"])

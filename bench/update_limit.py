@@ -103,7 +103,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 on a loaded machine)")
     parser.add_argument("--repeats", type=int, default=2, help="timed updates per variant (after one warm-up)")
-    parser.add_argument("--rounds", type=int, default=1, help="process pairs, alternating on / off")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds of one process per variant, the order "
+                        "reversed every other round")
     parser.add_argument("--compiled", action="store_true", help="a third variant: checkpointing off, the update "
                         "through compile_update (its first update compiles: minutes on a cold inductor cache)")
     parser.add_argument("--child", choices=["on", "off", "compiled"], help=argparse.SUPPRESS)
@@ -128,15 +129,15 @@ def main() -> None:
              "fp32_gflops": statistics.median(r["fp32_gflops"] for r in group),
              "bf16_gflops": statistics.median(r["bf16_gflops"] for r in group)} for group in runs.values()]
     for r in rows:
-        r["gflop"] = r["gflop"] or rows[1]["gflop"]  # compiled: the same work as off's, eager
+        r["gflop"] = r["gflop"] or runs["off"][0]["gflop"]  # compiled: the same work as off's, eager
     peak = max(r["fp32_gflops"] for group in runs.values() for r in group)  # the best this core reached
     print(f"\nfloat32 matmul rate on the model's shapes: {peak:.1f} GFLOP/s at best (the limit's rate)")
     print("\n| variant | GFLOP / update | update s (median) | achieved GFLOP/s | limit s | update / limit "
           "| peak RSS MB after sampling / after updates |")
     print("|---|---|---|---|---|---|---|")
+    label = {"on": "checkpointing on", "off": "checkpointing off", "compiled": "off, compile_update"}
     for r in rows:
         t, limit = statistics.median(r["update_s"]), r["gflop"] / peak
-        label = {"on": "checkpointing on", "off": "checkpointing off", "compiled": "off, compile_update"}
         print(f"| {label[r['variant']]} | {r['gflop']:.0f} | {t:.1f} | {r['gflop'] / t:.1f} | "
               f"{limit:.1f} | {t / limit:.2f}x | {r['rss_sampled_mb']:.0f} / {r['rss_mb']:.0f} |")
     on, off = rows[:2]
